@@ -1,0 +1,241 @@
+"""Scaled dot-product attention and multi-head attention in two forms: explicit per-head and fused.
+
+Shapes: B batch, H heads, T_q / T_k query / key lengths, d_model model width, d_k = d_model // H.
+Masks are bool, True = may attend, broadcastable to (B, H, T_q, T_k) (see `shared.masks`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .masks import causal_mask, check_mask, combine_masks
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """softmax(q k^T / sqrt(d_k)) v, returning (output (..., T_q, d_v), weights (..., T_q, T_k)).
+
+    Masked positions get exactly zero weight; a fully masked row gives zero weights and a zero output
+    (finite in fp32, fp16 and bf16), matching `torch.nn.functional.scaled_dot_product_attention`.
+    """
+    _check_qkv(q, k, v)
+    d_k = q.size(-1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    if mask is not None:
+        check_mask(mask, scores.shape)
+        # finfo.min, not -inf: a row with every key masked would otherwise become NaN.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # fully masked rows: uniform -> zero
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, so each decoding step only computes the new one."""
+
+    def __init__(self) -> None:
+        self.k: Tensor | None = None  # (B, H, T_past, d_k)
+        self.v: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.size(2)
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append this step's (B, H, T_new, d_k) keys and values; return all of them."""
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+
+class MultiHeadAttention(nn.Module):
+    """Fused multi-head attention: one projection computes every head's q, k and v at once.
+
+    forward(query (B, T_q, d_model), key/value (B, T_k, d_model)) -> (output (B, T_q, d_model),
+    weights (B, H, T_q, T_k) when need_weights else None). Without weights it takes PyTorch's fused
+    kernel; with them it computes attention step by step with `scaled_dot_product_attention`.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        _check_heads(d_model, n_heads)
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W^Q side by side
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, d_model) -> (B, H, T, d_k)."""
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """(B, H, T, d_k) -> (B, T, d_model)."""
+        B, H, T, d_k = x.shape
+        return x.transpose(1, 2).contiguous().view(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        key = query if key is None else key
+        value = key if value is None else value
+        _check_inputs(query, key, value, self.d_model)
+        q = self.split_heads(self.w_q(query))  # (B, H, T_q, d_k)
+        k = self.split_heads(self.w_k(key))  # (B, H, T_k, d_k)
+        v = self.split_heads(self.w_v(value))  # (B, H, T_k, d_v)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, H, T_past + T_k, d_k)
+        T_q, T_k = q.size(2), k.size(2)
+        dropout_p = self.dropout if self.training else 0.0
+        if mask is not None:
+            check_mask(mask, (q.size(0), self.n_heads, T_q, T_k))
+        if not need_weights and causal and mask is None and T_q == T_k:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+            return self.w_o(self.merge_heads(out)), None
+        if causal and T_q > 1:
+            mask = combine_masks(mask, causal_mask(T_q, q.device, n_keys=T_k))
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        else:
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+        return self.w_o(self.merge_heads(out)), weights  # (B, T_q, d_model)
+
+
+class AttentionHead(nn.Module):
+    """One head with its own W^Q, W^K, W^V of shape (d_model -> d_k)."""
+
+    def __init__(self, d_model: int, d_k: int, bias: bool = True) -> None:
+        super().__init__()
+        self.w_q = nn.Linear(d_model, d_k, bias=bias)
+        self.w_k = nn.Linear(d_model, d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, d_k, bias=bias)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0):
+        """(B, T_q, d_model), (B, T_k, d_model) -> (output (B, T_q, d_k), weights (B, T_q, T_k))."""
+        q = self.w_q(query)[:, None]  # (B, 1, T_q, d_k): a head axis of size 1 so 4-D masks broadcast
+        k = self.w_k(key)[:, None]
+        v = self.w_v(value)[:, None]
+        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        return out[:, 0], weights[:, 0]
+
+
+class ExplicitMultiHeadAttention(nn.Module):
+    """Multi-head attention as the paper draws it: H separate heads, concatenated, then W^O.
+
+    Same interface and parameter count as `MultiHeadAttention`; slower, but every head is visible.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        _check_heads(d_model, n_heads)
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, bias) for _ in range(n_heads))
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key=None, value=None, mask=None, *, causal=False, need_weights=False):
+        key = query if key is None else key
+        value = key if value is None else value
+        _check_inputs(query, key, value, self.d_model)
+        T_q, T_k = query.size(1), key.size(1)
+        if mask is not None:
+            check_mask(mask, (query.size(0), self.n_heads, T_q, T_k))
+        if causal:
+            mask = combine_masks(mask, causal_mask(T_q, query.device, n_keys=T_k))
+        dropout_p = self.dropout if self.training else 0.0
+        outs, weights = [], []
+        for h, head in enumerate(self.heads):
+            head_mask = mask[:, h : h + 1] if mask is not None and mask.dim() == 4 and mask.size(1) > 1 else mask
+            out, w = head(query, key, value, head_mask, dropout_p)  # (B, T_q, d_k), (B, T_q, T_k)
+            outs.append(out)
+            weights.append(w)
+        out = self.w_o(torch.cat(outs, dim=-1))  # concat heads: (B, T_q, H * d_k) -> (B, T_q, d_model)
+        return out, (torch.stack(weights, dim=1) if need_weights else None)  # (B, H, T_q, T_k)
+
+
+@torch.no_grad()
+def copy_explicit_to_fused(explicit: ExplicitMultiHeadAttention, fused: MultiHeadAttention) -> None:
+    """Stack the per-head W^Q, W^K, W^V row blocks into the fused projections (head h = rows h*d_k..)."""
+    _check_pair(explicit, fused)
+    for name in ("w_q", "w_k", "w_v"):
+        target = getattr(fused, name)
+        target.weight.copy_(torch.cat([getattr(h, name).weight for h in explicit.heads], dim=0))
+        if target.bias is not None:
+            target.bias.copy_(torch.cat([getattr(h, name).bias for h in explicit.heads], dim=0))
+    fused.w_o.load_state_dict(explicit.w_o.state_dict())
+
+
+@torch.no_grad()
+def copy_fused_to_explicit(fused: MultiHeadAttention, explicit: ExplicitMultiHeadAttention) -> None:
+    """Split the fused projections into H row blocks of d_k rows, one per explicit head."""
+    _check_pair(explicit, fused)
+    for name in ("w_q", "w_k", "w_v"):
+        source = getattr(fused, name)
+        for h, head in enumerate(explicit.heads):
+            rows = slice(h * fused.d_k, (h + 1) * fused.d_k)
+            getattr(head, name).weight.copy_(source.weight[rows])
+            if source.bias is not None:
+                getattr(head, name).bias.copy_(source.bias[rows])
+    explicit.w_o.load_state_dict(fused.w_o.state_dict())
+
+
+def _check_heads(d_model: int, n_heads: int) -> None:
+    for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+
+
+def _check_pair(explicit, fused) -> None:
+    if (explicit.d_model, explicit.n_heads) != (fused.d_model, fused.n_heads):
+        raise ValueError(
+            f"explicit (d_model={explicit.d_model}, n_heads={explicit.n_heads}) and fused "
+            f"(d_model={fused.d_model}, n_heads={fused.n_heads}) attention must have the same sizes"
+        )
+
+
+def _check_qkv(q, k, v) -> None:
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        if x.dim() < 2:
+            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(x.shape)}")
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k must share their last dim d_k, got {q.size(-1)} and {k.size(-1)}")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must have the same length T_k, got {k.size(-2)} and {v.size(-2)}")
+
+
+def _check_inputs(query, key, value, d_model: int) -> None:
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        if not x.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+        if x.dim() != 3 or x.size(-1) != d_model:
+            raise ValueError(f"{name} must have shape (B, T, d_model={d_model}), got {tuple(x.shape)}")
+    if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
+        raise ValueError(
+            f"query, key and value must share the batch size and key/value their length, got shapes "
+            f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+        )

@@ -1,0 +1,97 @@
+"""A decoder-only Transformer (GPT): Pre-LN blocks, GELU MLP, learned positions, tied embeddings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .attention import KVCache
+from .layers import PreLNBlock
+from .positional import LearnedPositionalEmbedding
+
+
+@dataclass
+class GPTConfig:
+    """Sizes of a GPT. d_ff is 4 * d_model, as in GPT-2."""
+
+    vocab_size: int
+    block_size: int = 256  # longest context the model can see
+    n_layers: int = 4
+    n_heads: int = 4
+    d_model: int = 128
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"GPTConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+
+
+class GPT(nn.Module):
+    """forward(tokens (B, T)) -> logits (B, T, vocab_size); position t sees only tokens 0..t."""
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
+        self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(PreLNBlock(c.d_model, c.n_heads, 4 * c.d_model, c.dropout) for _ in range(c.n_layers))
+        self.norm = nn.LayerNorm(c.d_model)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
+        self.apply(self._init_weights)
+        # GPT-2: scale the projections that write into the residual stream by 1/sqrt(2 * n_layers)
+        for block in self.blocks:
+            for proj in (block.attn.w_o, block.ff.linear2):
+                nn.init.normal_(proj.weight, mean=0.0, std=0.02 / math.sqrt(2 * c.n_layers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters, the tied embedding counted once."""
+        return sum(p.numel() for p in self.parameters())
+
+    def new_caches(self) -> list[KVCache]:
+        """One empty KV cache per block, for `forward(..., caches=...)` during generation."""
+        return [KVCache() for _ in self.blocks]
+
+    def forward(self, tokens: Tensor, caches: list[KVCache] | None = None, need_weights: bool = False) -> Tensor:
+        """(B, T) ids -> (B, T, vocab_size) logits. With `caches`, tokens continue the cached positions."""
+        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
+            raise ValueError(f"tokens must be a (B, T) integer tensor, got {_describe(tokens)}")
+        offset = len(caches[0]) if caches else 0
+        if offset + tokens.size(1) > self.config.block_size:
+            raise ValueError(
+                f"sequence length {offset + tokens.size(1)} exceeds block_size={self.config.block_size}; "
+                "crop the context to the last block_size tokens"
+            )
+        x = self.drop(self.pos_emb(self.tok_emb(tokens), offset=offset))  # (B, T, d_model)
+        for i, block in enumerate(self.blocks):
+            x = block(x, causal=True, need_weights=need_weights, cache=caches[i] if caches else None)
+        return self.lm_head(self.norm(x))  # (B, T, vocab_size)
+
+    def attention_maps(self) -> Tensor:
+        """Weights of the last forward with need_weights=True: (n_layers, B, H, T, T)."""
+        maps = [block.self_attn_weights for block in self.blocks]
+        if any(m is None for m in maps):
+            raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
+        return torch.stack(maps)
+
+
+def _describe(x) -> str:
+    return f"shape {tuple(x.shape)} dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__

@@ -1,0 +1,106 @@
+"""Transformer layers: position-wise feed-forward, Post-LN encoder/decoder layers, Pre-LN block.
+
+Every layer keeps the attention weights of its last forward pass when called with need_weights=True
+(`self_attn_weights`, `cross_attn_weights`, each (B, H, T_q, T_k)), so notebooks can draw heatmaps.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from .attention import KVCache, MultiHeadAttention
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W_2 act(W_1 x + b_1) + b_2, applied to every position alone: (B, T, d_model) -> same."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.activation = ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class EncoderLayer(nn.Module):
+    """Post-LN encoder layer (the 2017 paper): x = LN(x + SelfAttn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.self_attn_weights = None
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
+        """(B, T_src, d_model) -> same; src_mask (B, 1, 1, T_src) hides padding."""
+        attn, self.self_attn_weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights)
+        x = self.norm1(x + self.dropout(attn))
+        return self.norm2(x + self.dropout(self.ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Post-LN decoder layer: masked self-attention, cross-attention over `memory`, FFN; each + LN."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.self_attn_weights = self.cross_attn_weights = None
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> Tensor:
+        """x (B, T_tgt, d_model), memory (B, T_src, d_model) -> (B, T_tgt, d_model).
+
+        tgt_mask (B, 1, T_tgt, T_tgt) is causal AND target padding; memory_mask (B, 1, 1, T_src) is the
+        *source* padding mask — never the target mask.
+        """
+        attn, self.self_attn_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights)
+        x = self.norm1(x + self.dropout(attn))
+        attn, self.cross_attn_weights = self.cross_attn(x, memory, memory, memory_mask, need_weights=need_weights)
+        x = self.norm2(x + self.dropout(attn))
+        return self.norm3(x + self.dropout(self.ff(x)))
+
+
+class PreLNBlock(nn.Module):
+    """Pre-LN block (GPT-2): x = x + Attn(LN(x)); x = x + FFN(LN(x)). Trains without warm-up tricks."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.dropout = nn.Dropout(dropout)
+        self.self_attn_weights = None
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """(B, T, d_model) -> same. `causal=True` hides later positions; `cache` holds past keys/values."""
+        h = self.norm1(x)
+        attn, self.self_attn_weights = self.attn(h, h, h, mask, causal=causal, need_weights=need_weights, cache=cache)
+        x = x + self.dropout(attn)
+        return x + self.dropout(self.ff(self.norm2(x)))

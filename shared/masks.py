@@ -1,0 +1,74 @@
+"""Attention masks. One convention everywhere: bool, True = may attend, broadcastable to (B, H, T_q, T_k)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
+    """(B, T) token ids -> (B, 1, 1, T) bool mask, False where the *key* is padding."""
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
+        raise ValueError(f"tokens must be a 2-D (B, T) tensor of ids, got {_describe(tokens)}")
+    if tokens.is_floating_point():
+        raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T_k)
+
+
+def causal_mask(size: int, device: torch.device | str | None = None, n_keys: int | None = None) -> Tensor:
+    """(1, 1, T_q, T_k) bool mask: a query may attend to keys at its own position or earlier.
+
+    With `n_keys` > `size` (decoding with a KV cache) the last query lines up with the last key.
+    """
+    n_keys = size if n_keys is None else n_keys
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be a positive int, got {size!r}")
+    if not isinstance(n_keys, int) or n_keys < size:
+        raise ValueError(f"n_keys must be an int >= size ({size}), got {n_keys!r}")
+    ones = torch.ones(size, n_keys, dtype=torch.bool, device=device)
+    return ones.tril(diagonal=n_keys - size)[None, None]  # (1, 1, T_q, T_k)
+
+
+def combine_masks(*masks: Tensor | None) -> Tensor | None:
+    """Logical AND of masks (None means 'no restriction'); shapes broadcast."""
+    result = None
+    for mask in masks:
+        if mask is None:
+            continue
+        check_mask(mask)
+        result = mask if result is None else result & mask
+    return result
+
+
+def decoder_mask(tgt: Tensor, pad_id: int) -> Tensor:
+    """Decoder self-attention mask: causal AND target padding, shape (B, 1, T, T)."""
+    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), tgt.device)
+
+
+def check_mask(mask: Tensor, scores_shape: tuple[int, ...] | None = None, name: str = "mask") -> None:
+    """Raise a clear error unless `mask` is a bool tensor that broadcasts to `scores_shape`."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
+    if mask.dim() > 4:
+        raise ValueError(f"{name} must have at most 4 dims (B, H, T_q, T_k), got shape {tuple(mask.shape)}")
+    if scores_shape is not None:
+        try:
+            torch.broadcast_shapes(mask.shape, scores_shape)
+        except RuntimeError:
+            raise ValueError(
+                f"{name} of shape {tuple(mask.shape)} cannot broadcast to the attention scores "
+                f"(B, H, T_q, T_k) = {tuple(scores_shape)}"
+            ) from None
+        if torch.broadcast_shapes(mask.shape, scores_shape) != torch.Size(scores_shape):
+            raise ValueError(
+                f"{name} of shape {tuple(mask.shape)} would enlarge the attention scores "
+                f"(B, H, T_q, T_k) = {tuple(scores_shape)}"
+            )
+
+
+def _describe(x) -> str:
+    if isinstance(x, Tensor):
+        return f"a tensor of shape {tuple(x.shape)}"
+    return type(x).__name__

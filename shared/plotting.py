@@ -1,0 +1,108 @@
+"""Plots the notebooks share: attention heatmaps, masks, positional tables and loss curves."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+from torch import Tensor
+
+
+def _to_2d(x: Tensor, name: str):
+    x = torch.as_tensor(x).detach().float().cpu()
+    while x.dim() > 2 and x.size(0) == 1:
+        x = x[0]
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (T_q, T_k) after dropping size-1 dims, got {tuple(x.shape)}")
+    return x.numpy()
+
+
+def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
+                   ax=None, title: str = "", colorbar: bool = True):
+    """One heatmap of attention weights (T_q, T_k): rows are queries, columns are keys."""
+    w = _to_2d(weights, "weights")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.5))
+    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+    if x_labels is not None:
+        ax.set_xticks(range(len(x_labels)), list(x_labels), rotation=90 if len(x_labels) > 12 else 0)
+    if y_labels is not None:
+        ax.set_yticks(range(len(y_labels)), list(y_labels))
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+    ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[str] | None = None,
+                        ncols: int = 4, suptitle: str = "", cell: float = 3.0):
+    """A grid of heatmaps from (N, T_q, T_k) weights, e.g. one per head; returns the figure."""
+    w = torch.as_tensor(weights).detach().float().cpu()
+    if w.dim() != 3:
+        raise ValueError(f"weights must be (N, T_q, T_k), e.g. (heads, T_q, T_k); got {tuple(w.shape)}")
+    n = w.size(0)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols, cell * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.axis("off")
+            continue
+        plot_attention(w[i], x_labels, y_labels, ax=ax, title=titles[i] if titles else f"head {i}", colorbar=False)
+        if i % ncols:
+            ax.set_ylabel("")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mask(mask, x_labels=None, y_labels=None, ax=None, title: str = "mask"):
+    """A bool mask (T_q, T_k) as a picture: dark = may attend (True), light = blocked (False)."""
+    m = _to_2d(torch.as_tensor(mask).to(torch.float32), "mask")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.4 * m.shape[1] + 1.5, 0.4 * m.shape[0] + 1.2))
+    ax.imshow(m, cmap="Greys", vmin=0, vmax=1.25)
+    for spot in ("x", "y"):
+        labels = x_labels if spot == "x" else y_labels
+        n = m.shape[1] if spot == "x" else m.shape[0]
+        getattr(ax, f"set_{spot}ticks")(range(n), list(labels) if labels is not None else range(n))
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_title(title)
+    return ax
+
+
+def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional encoding"):
+    """Heatmap of a (max_len, d_model) positional table: position on y, dimension on x."""
+    t = _to_2d(table, "table")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    image = ax.imshow(t, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("dimension i")
+    ax.set_ylabel("position")
+    ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax)
+    return ax
+
+
+def plot_loss(history, ax=None, baseline: float | None = None, baseline_label: str = "baseline",
+              title: str = "loss", label: str = ""):
+    """Training (and validation, when recorded) loss against step from a `shared.training.History`."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    prefix = f"{label} " if label else ""
+    ax.plot(history.step, history.loss, label=f"{prefix}train")
+    if history.val_loss:
+        ax.plot(history.val_step, history.val_loss, "o-", label=f"{prefix}validation")
+    if baseline is not None:
+        ax.axhline(baseline, color="grey", linestyle="--", label=baseline_label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return ax

@@ -1,0 +1,154 @@
+"""Training: loss, AdamW parameter groups, learning-rate schedules and one loop with tqdm and history.
+
+The loop asks `batch_fn(step)` for each batch, so data can be made on the fly and a resumed run sees
+exactly the batches the uninterrupted run would have seen.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
+
+
+def lm_loss(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, int]:
+    """Mean cross-entropy over the targets that are not `ignore_index`, and how many there were."""
+    if logits.shape[:-1] != targets.shape:
+        raise ValueError(f"logits (B, T, V) {tuple(logits.shape)} and targets (B, T) {tuple(targets.shape)} disagree")
+    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index)
+    return loss, int((targets != ignore_index).sum())
+
+
+def noam_schedule(d_model: int, warmup: int) -> Schedule:
+    """The paper's schedule: lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (use base lr 1.0)."""
+    return lambda step, frac: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
+
+
+def warmup_cosine(warmup: int, min_ratio: float = 0.1) -> Schedule:
+    """Linear warm-up over `warmup` steps, then cosine decay to `min_ratio` by the end of the run."""
+    if warmup < 0 or not 0.0 <= min_ratio <= 1.0:
+        raise ValueError(f"need warmup >= 0 and 0 <= min_ratio <= 1, got {warmup}, {min_ratio}")
+
+    def schedule(step: int, frac: float) -> float:
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(frac, 1.0)))
+        return min(1.0, (step + 1) / max(warmup, 1)) * (min_ratio + (1.0 - min_ratio) * cosine)
+
+    return schedule
+
+
+def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95)) -> torch.optim.AdamW:
+    """AdamW that decays only the weight matrices of Linear layers (not biases, norms or embeddings)."""
+    decay_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    decay_ids -= {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # tied weights stay undecayed
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for p in params if id(p) in decay_ids], "weight_decay": weight_decay},
+        {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+@dataclass
+class History:
+    """What a run did: training loss (token-weighted mean per log interval), lr, validation loss."""
+
+    step: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # tokens seen so far, at each logged step
+    seconds: list[float] = field(default_factory=list)  # training time so far, at each logged step
+    val_step: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    next_step: int = 0
+
+
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch_fn: Callable[[int], Any],
+    loss_fn: Callable[[nn.Module, Any], tuple[Tensor, int]],
+    *,
+    max_steps: int,
+    schedule: Schedule | None = None,
+    max_seconds: float | None = None,
+    grad_clip: float | None = 1.0,
+    eval_fn: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 0,
+    log_every: int = 10,
+    history: History | None = None,
+    checkpoint_fn: Callable[[History], None] | None = None,
+    checkpoint_every: int = 0,
+    progress: bool = True,
+    desc: str = "train",
+) -> History:
+    """Train until `max_steps` (or `max_seconds` of training time); pass a saved `history` to resume.
+
+    `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over). With `max_seconds`
+    the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
+    """
+    if not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    if log_every < 1 or (checkpoint_every and checkpoint_every % log_every):
+        raise ValueError(f"log_every must be >= 1 and divide checkpoint_every, got {log_every}, {checkpoint_every}")
+    history = History() if history is None else history
+    for group in optimizer.param_groups:
+        group.setdefault("base_lr", group["lr"])
+    seconds = history.seconds[-1] if history.seconds else 0.0
+    tokens = history.tokens[-1] if history.tokens else 0
+    loss_sum, loss_tokens = torch.zeros(()), 0
+    bar = tqdm(total=max_steps, initial=history.next_step, desc=desc, disable=not progress, leave=True)
+    step = history.next_step
+    while step < max_steps and (max_seconds is None or seconds < max_seconds):
+        started = time.perf_counter()
+        frac = step / max_steps if max_seconds is None else max(step / max_steps, seconds / max_seconds)
+        factor = 1.0 if schedule is None else schedule(step, frac)
+        for group in optimizer.param_groups:
+            group["lr"] = group["base_lr"] * factor
+        model.train()
+        loss, n = loss_fn(model, batch_fn(step))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        loss_sum, loss_tokens, tokens = loss_sum + loss.detach().cpu() * n, loss_tokens + n, tokens + n
+        step += 1
+        seconds += time.perf_counter() - started
+        last = step == max_steps or (max_seconds is not None and seconds >= max_seconds)
+        if step % log_every == 0 or last:
+            history.step.append(step)
+            history.loss.append(float(loss_sum) / max(loss_tokens, 1))
+            history.lr.append(optimizer.param_groups[0]["lr"])
+            history.tokens.append(tokens)
+            history.seconds.append(seconds)
+            loss_sum, loss_tokens = torch.zeros(()), 0
+            bar.set_postfix(loss=f"{history.loss[-1]:.4f}", lr=f"{history.lr[-1]:.2e}")
+        if eval_fn is not None and eval_every and (step % eval_every == 0 or last):
+            history.val_step.append(step)
+            history.val_loss.append(evaluate(model, eval_fn))
+            bar.set_postfix(loss=f"{history.loss[-1]:.4f}", val=f"{history.val_loss[-1]:.4f}")
+        history.next_step = step
+        if checkpoint_fn is not None and checkpoint_every and step % checkpoint_every == 0:
+            checkpoint_fn(history)
+        bar.update(1)
+    bar.close()
+    return history
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], float]) -> float:
+    """Run `eval_fn(model)` in eval mode without gradients, then put the model back in training mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        return float(eval_fn(model))
+    finally:
+        model.train(was_training)
