@@ -64,7 +64,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
         raise ValueError(f"{path} is not a readable checkpoint (truncated or corrupt?): {err}") from err
     if not isinstance(state, dict) or state.get("format") != FORMAT or "model" not in state:
         raise ValueError(f"{path} is not a checkpoint written by shared.checkpoint (format {FORMAT})")

@@ -1,0 +1,104 @@
+"""Train a character-level GPT on tiny Shakespeare from scratch within a time budget; print ONE JSON line.
+
+    python benchmarks/char_gpt.py --seconds 150            # validation loss after 150 s of training
+    python benchmarks/char_gpt.py --shape nanogpt --seconds 30   # throughput of nanoGPT's CPU shape
+
+The learning-rate schedule (linear warm-up, then cosine) follows the clock, so the decay ends exactly
+when the time budget runs out. val_loss is measured over the WHOLE validation split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shared.checkpoint import save_checkpoint  # noqa: E402
+from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
+from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
+
+# model sizes and optimisation settings per shape; "tuned" is the default, "nanogpt" is nanoGPT's CPU recipe
+SHAPES = {
+    "tuned": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=16, lr=3e-3, warmup=100),
+    "nanogpt": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=1e-3, warmup=100),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=150.0, help="training time budget (wall seconds)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tuned")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", type=Path, default=None, help="write a checkpoint of the trained model here")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override a shape setting")
+    args = parser.parse_args()
+    if args.seconds <= 0:
+        parser.error(f"--seconds must be > 0, got {args.seconds}")
+
+    shape = dict(SHAPES[args.shape])
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in shape:
+            parser.error(f"--set: unknown key {key!r}; known: {sorted(shape)}")
+        shape[key] = type(shape[key])(float(value)) if isinstance(shape[key], int) else float(value)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    text = load_tiny_shakespeare()
+    tokenizer = CharTokenizer.from_text(text)
+    train_tokens, val_tokens = train_val_split(tokenizer.encode(text))
+    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=shape["block_size"], n_layers=shape["n_layers"],
+                       n_heads=shape["n_heads"], d_model=shape["d_model"], dropout=0.0)
+    model = GPT(config)
+    optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
+    batch_fn = block_batches(train_tokens, config.block_size, shape["batch_size"], seed=args.seed)
+
+    def loss_fn(model, batch):
+        x, y = batch
+        return lm_loss(model(x), y)
+
+    started = time.perf_counter()
+    history = train(model, optimizer, batch_fn, loss_fn, max_steps=10**9, max_seconds=args.seconds,
+                    schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=50, progress=False)
+    wall = time.perf_counter() - started
+    eval_started = time.perf_counter()
+    val_loss = split_loss(model, val_tokens, config.block_size, batch_size=64)
+    eval_seconds = time.perf_counter() - eval_started
+    if args.save is not None:
+        save_checkpoint(args.save, model, config, extra={"chars": tokenizer.chars, "val_loss": val_loss})
+
+    train_seconds = history.seconds[-1]
+    result = {
+        "benchmark": "char_gpt",
+        "shape": args.shape,
+        "seconds": round(train_seconds, 2),
+        "wall_seconds": round(wall, 2),
+        "steps": history.step[-1],
+        "tokens_seen": history.tokens[-1],
+        "tokens_per_s": round(history.tokens[-1] / train_seconds, 1),
+        "ms_per_step": round(1000 * train_seconds / history.step[-1], 2),
+        "train_loss_last": round(history.loss[-1], 4),
+        "val_loss": round(val_loss, 4),
+        "val_tokens": len(val_tokens) - 1,
+        "eval_seconds": round(eval_seconds, 2),
+        "parameters": model.num_parameters(),
+        "config": asdict(config),
+        "optim": {k: shape[k] for k in ("batch_size", "lr", "warmup")},
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

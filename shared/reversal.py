@@ -1,0 +1,180 @@
+"""The list-reversal task: vocabulary, samples for both architectures, padding collate, seeded batches.
+
+Digits 0-9 are tokens 3-12; PAD=0, BOS=1, EOS=2. A source holds 3-12 digits; the target is the source
+reversed. Training batches are made on the fly from `(seed, step)`, and can exclude a held-out test set.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .training import lm_loss
+
+PAD, BOS, EOS = 0, 1, 2
+DIGIT_OFFSET = 3  # digit d is token d + 3
+VOCAB_SIZE = 13
+MIN_LEN, MAX_LEN = 3, 12  # source lengths the task uses
+IGNORE_INDEX = -100  # label value that lm_loss skips
+ARCHS = ("encoder_decoder", "decoder_only")
+
+
+def vocabulary() -> dict:
+    """The facts a checkpoint needs to read and write this task's tokens."""
+    return {"pad": PAD, "bos": BOS, "eos": EOS, "digit_offset": DIGIT_OFFSET, "vocab_size": VOCAB_SIZE,
+            "min_len": MIN_LEN, "max_len": MAX_LEN}
+
+
+def encode_digits(digits: Sequence[int]) -> list[int]:
+    """Digits 0-9 -> token ids 3-12."""
+    return [d + DIGIT_OFFSET for d in digits]
+
+
+def decode_tokens(tokens: Sequence[int]) -> list[int]:
+    """Token ids 3-12 -> digits 0-9 (a special token raises ValueError)."""
+    if any(not DIGIT_OFFSET <= t < VOCAB_SIZE for t in tokens):
+        raise ValueError(f"tokens must all be digit tokens {DIGIT_OFFSET}..{VOCAB_SIZE - 1}, got {list(tokens)}")
+    return [t - DIGIT_OFFSET for t in tokens]
+
+
+class Seq2SeqBatch(NamedTuple):
+    """Encoder-decoder batch: src (B, T_src), tgt_in (B, T_tgt) = BOS + reversed, tgt_out (B, T_tgt)."""
+
+    src: Tensor
+    tgt_in: Tensor
+    tgt_out: Tensor  # reversed + EOS, padding = IGNORE_INDEX
+
+    def to(self, device) -> Seq2SeqBatch:
+        return Seq2SeqBatch(*(t.to(device) for t in self))
+
+
+class LMBatch(NamedTuple):
+    """Decoder-only batch: tokens (B, T) = BOS src EOS tgt, labels (B, T) next tokens, prompt = IGNORE_INDEX."""
+
+    tokens: Tensor
+    labels: Tensor
+
+    def to(self, device) -> LMBatch:
+        return LMBatch(*(t.to(device) for t in self))
+
+
+def seq2seq_sample(digits: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+    """(src, BOS + reversed, reversed + EOS) as token lists; the last two line up position by position."""
+    src = encode_digits(digits)
+    tgt = src[::-1]
+    return src, [BOS] + tgt, tgt + [EOS]
+
+
+def decoder_only_sample(digits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Inputs and labels of `BOS src EOS tgt EOS` shifted by one; labels of the prompt are IGNORE_INDEX."""
+    src = encode_digits(digits)
+    sequence = [BOS] + src + [EOS] + src[::-1] + [EOS]  # 2n + 3 tokens
+    labels = sequence[1:]
+    labels[: len(src) + 1] = [IGNORE_INDEX] * (len(src) + 1)  # predicting the source itself is not the task
+    return sequence[:-1], labels
+
+
+def pad_to(rows: Sequence[Sequence[int]], value: int) -> Tensor:
+    """List of token lists -> (B, T_max) long tensor, padded on the right with `value`."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def collate(samples: Sequence[tuple], arch: str = "encoder_decoder") -> Seq2SeqBatch | LMBatch:
+    """Pad a list of samples into one batch: inputs with PAD, labels with IGNORE_INDEX."""
+    _check_arch(arch)
+    if not samples:
+        raise ValueError("samples must be a non-empty list")
+    columns = list(zip(*samples))
+    if arch == "encoder_decoder":
+        return Seq2SeqBatch(pad_to(columns[0], PAD), pad_to(columns[1], PAD), pad_to(columns[2], IGNORE_INDEX))
+    return LMBatch(pad_to(columns[0], PAD), pad_to(columns[1], IGNORE_INDEX))
+
+
+def random_digits(rng: random.Random, min_len: int = MIN_LEN, max_len: int = MAX_LEN) -> tuple[int, ...]:
+    """One source: a length drawn uniformly from min_len..max_len, then that many digits."""
+    return tuple(rng.randrange(10) for _ in range(rng.randint(min_len, max_len)))
+
+
+def make_test_set(n: int = 1000, seed: int = 1234) -> list[tuple[int, ...]]:
+    """`n` distinct sources, lengths cycling through MIN_LEN..MAX_LEN (100 of each for n=1000)."""
+    rng, seen = random.Random(seed), set()
+    lengths = [MIN_LEN + i % (MAX_LEN - MIN_LEN + 1) for i in range(n)]
+    out = []
+    for length in lengths:
+        while (digits := tuple(rng.randrange(10) for _ in range(length))) in seen:
+            pass
+        seen.add(digits)
+        out.append(digits)
+    return out
+
+
+class ReversalBatches:
+    """batch_fn(step) for `train()`: batch number `step` is made from (seed, step), never from a held-out set.
+
+    Sources found in `exclude` are drawn again, so the test set never appears in training data.
+    """
+
+    def __init__(self, arch: str, batch_size: int, seed: int = 0, exclude=(), device="cpu") -> None:
+        _check_arch(arch)
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        self.arch, self.batch_size, self.seed, self.device = arch, batch_size, seed, device
+        self.exclude = set(map(tuple, exclude))
+        self.redrawn = 0  # how many drawn sources were in `exclude` and replaced
+
+    def sources(self, step: int) -> list[tuple[int, ...]]:
+        """The digit sequences of batch number `step` (the same every time it is asked for)."""
+        rng = random.Random(self.seed * 1_000_003 + step)
+        out = []
+        while len(out) < self.batch_size:
+            digits = random_digits(rng)
+            if digits in self.exclude:
+                self.redrawn += 1
+                continue
+            out.append(digits)
+        return out
+
+    def __call__(self, step: int) -> Seq2SeqBatch | LMBatch:
+        make = seq2seq_sample if self.arch == "encoder_decoder" else decoder_only_sample
+        return collate([make(d) for d in self.sources(step)], self.arch).to(self.device)
+
+
+def seq2seq_loss(model, batch: Seq2SeqBatch) -> tuple[Tensor, int]:
+    """Teacher forcing: feed BOS + reversed, predict reversed + EOS; (mean loss, n target tokens)."""
+    return lm_loss(model(batch.src, batch.tgt_in), batch.tgt_out)
+
+
+def decoder_only_loss(model, batch: LMBatch) -> tuple[Tensor, int]:
+    """Next-token loss on the answer part only (prompt labels are IGNORE_INDEX)."""
+    return lm_loss(model(batch.tokens), batch.labels)
+
+
+def loss_for(arch: str):
+    """The loss function `train()` needs for this architecture."""
+    _check_arch(arch)
+    return seq2seq_loss if arch == "encoder_decoder" else decoder_only_loss
+
+
+def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int | None = None,
+               dropout: float = 0.0):
+    """A Transformer (n_layers encoder + n_layers decoder) or a GPT (2 * n_layers blocks) sized for the task."""
+    _check_arch(arch)
+    from .gpt import GPT, GPTConfig
+    from .transformer import Transformer, TransformerConfig
+
+    if arch == "encoder_decoder":
+        config = TransformerConfig(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, n_layers, n_layers,
+                                   d_ff or 4 * d_model, dropout, max_len=MAX_LEN + 1, pad_id=PAD)
+        return Transformer(config)
+    return GPT(GPTConfig(VOCAB_SIZE, block_size=2 * MAX_LEN + 2, n_layers=2 * n_layers, n_heads=n_heads,
+                         d_model=d_model, dropout=dropout))
+
+
+def _check_arch(arch: str) -> None:
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")

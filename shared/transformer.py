@@ -1,0 +1,123 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Post-LN, sinusoidal positions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .layers import DecoderLayer, EncoderLayer
+from .masks import decoder_mask, padding_mask
+from .positional import ScaledEmbedding, SinusoidalPositionalEncoding
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model)."""
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    n_encoder_layers: int = 6
+    n_decoder_layers: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 512  # longest source or target the positional table covers
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
+                     "n_decoder_layers", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"TransformerConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"TransformerConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"TransformerConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(f"TransformerConfig.pad_id must be a token id of both vocabularies, got {self.pad_id!r}")
+
+
+class Transformer(nn.Module):
+    """forward(src (B, T_src), tgt (B, T_tgt)) -> logits (B, T_tgt, tgt_vocab_size); tgt position t sees tgt[:t+1]."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.src_embed = ScaledEmbedding(c.src_vocab_size, c.d_model)  # x sqrt(d_model)
+        self.tgt_embed = ScaledEmbedding(c.tgt_vocab_size, c.d_model)
+        self.positional = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.dropout = nn.Dropout(c.dropout)
+        sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(*sizes) for _ in range(c.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*sizes) for _ in range(c.n_decoder_layers))
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)  # output projection to the target vocabulary
+        for p in self.parameters():  # Xavier/Glorot init of every matrix, as in the Annotated Transformer
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    def num_parameters(self) -> int:
+        """Trainable parameters."""
+        return sum(p.numel() for p in self.parameters())
+
+    def src_mask(self, src: Tensor) -> Tensor:
+        """(B, T_src) ids -> (B, 1, 1, T_src) bool, False at source padding."""
+        return padding_mask(src, self.config.pad_id)
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
+        """src (B, T_src) ids -> memory (B, T_src, d_model)."""
+        _check_tokens(src, "src")
+        src_mask = self.src_mask(src) if src_mask is None else src_mask
+        x = self.dropout(self.positional(self.src_embed(src)))  # (B, T_src, d_model)
+        for layer in self.encoder:
+            x = layer(x, src_mask, need_weights=need_weights)
+        return x
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
+        """tgt (B, T_tgt) ids, memory (B, T_src, d_model) -> logits (B, T_tgt, tgt_vocab_size).
+
+        Builds the causal + target-padding mask itself; `src_mask` (B, 1, 1, T_src) hides source padding.
+        """
+        _check_tokens(tgt, "tgt")
+        if memory.dim() != 3 or memory.size(0) != tgt.size(0) or memory.size(-1) != self.config.d_model:
+            raise ValueError(f"memory must be (B={tgt.size(0)}, T_src, d_model={self.config.d_model}), "
+                             f"got {tuple(memory.shape)}")
+        tgt_mask = decoder_mask(tgt, self.config.pad_id)  # (B, 1, T_tgt, T_tgt)
+        x = self.dropout(self.positional(self.tgt_embed(tgt)))  # (B, T_tgt, d_model)
+        for layer in self.decoder:
+            x = layer(x, memory, tgt_mask, src_mask, need_weights=need_weights)
+        return self.generator(x)  # (B, T_tgt, tgt_vocab_size)
+
+    def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False) -> Tensor:
+        """Teacher forcing: src (B, T_src), tgt (B, T_tgt) -> logits (B, T_tgt, tgt_vocab_size)."""
+        src_mask = self.src_mask(src)
+        memory = self.encode(src, src_mask, need_weights=need_weights)
+        return self.decode(tgt, memory, src_mask, need_weights=need_weights)
+
+    def attention_maps(self, kind: str = "cross") -> Tensor:
+        """Weights of the last pass with need_weights=True: (n_layers, B, H, T_q, T_k).
+
+        kind: "encoder" (encoder self-attention), "self" (decoder self-attention) or "cross".
+        """
+        sources = {"encoder": (self.encoder, "self_attn_weights"), "self": (self.decoder, "self_attn_weights"),
+                   "cross": (self.decoder, "cross_attn_weights")}
+        if kind not in sources:
+            raise ValueError(f"kind must be one of {sorted(sources)}, got {kind!r}")
+        layers, name = sources[kind]
+        maps = [getattr(layer, name) for layer in layers]
+        if any(m is None for m in maps):
+            raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
+        return torch.stack(maps)
+
+
+def _check_tokens(tokens, name: str) -> None:
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
+        got = type(tokens).__name__
+        if isinstance(tokens, Tensor):
+            got = f"shape {tuple(tokens.shape)} dtype {tokens.dtype}"
+        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids, got {got}")
