@@ -44,10 +44,11 @@ def greedy_loop(step_fn: StepFn, start: Tensor, max_new: int) -> Tensor:
     return seq[:, start.size(1):]
 
 
-def _cut(rows: Tensor) -> list[list[int]]:
-    """(B, t) generated tokens -> token lists, each ending before its first EOS."""
+def _cut(rows: Tensor, limits: Sequence[int]) -> list[list[int]]:
+    """(B, t) generated tokens -> token lists, each ending before its first EOS or after its row's limit."""
     out = []
-    for row in rows.tolist():
+    for row, limit in zip(rows.tolist(), limits):
+        row = row[:limit]
         out.append(row[: row.index(EOS)] if EOS in row else row)
     return out
 
@@ -56,14 +57,15 @@ def _cut(rows: Tensor) -> list[list[int]]:
 def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: int | None = None) -> list[list[int]]:
     """Digit sources -> generated token lists (without EOS), decoded as one batch per call.
 
-    A row with no EOS after `max_new` tokens (default: longest source + 1, enough for the reversed
+    A row with no EOS after `max_new` tokens (default: its source length + 1, enough for the reversed
     digits and EOS) is returned as generated, so it can never count as correct.
     """
     max_source_len(model)  # type check
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    max_new = max_new or max(len(s) for s in sources) + 1
+    limits = [max_new or len(s) + 1 for s in sources]
+    max_new = max(limits)
     try:
         if isinstance(model, Transformer):
             src = pad_to([encode_digits(s) for s in sources], PAD).to(device)  # (B, T_src)
@@ -71,14 +73,14 @@ def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: i
             memory = model.encode(src, src_mask)  # (B, T_src, d_model), computed once
             start = torch.full((len(sources), 1), BOS, dtype=torch.long, device=device)
             new_max = min(max_new, model.config.max_len)  # the decoder reads at most max_len tokens
-            return _cut(greedy_loop(lambda seq: model.decode(seq, memory, src_mask)[:, -1], start, new_max))
+            return _cut(greedy_loop(lambda seq: model.decode(seq, memory, src_mask)[:, -1], start, new_max), limits)
         # decoder-only: prompts of one length share a batch, so no row needs padding in front
         results: list[list[int] | None] = [None] * len(sources)
         for length in sorted({len(s) for s in sources}):
             rows = [i for i, s in enumerate(sources) if len(s) == length]
             prompt = torch.tensor([[BOS] + encode_digits(sources[i]) + [EOS] for i in rows], device=device)
             new_max = min(max_new, model.config.block_size - prompt.size(1) + 1)
-            generated = _cut(greedy_loop(lambda seq: model(seq)[:, -1], prompt, new_max))
+            generated = _cut(greedy_loop(lambda seq: model(seq)[:, -1], prompt, new_max), [limits[i] for i in rows])
             for i, tokens in zip(rows, generated):
                 results[i] = tokens
         return results
@@ -125,7 +127,7 @@ def beam_search(model: nn.Module, source: Sequence[int], beam_size: int = 4, max
             seq = torch.cat([seq[index // V], (index % V)[:, None]], dim=1)  # (k, t + 1)
             if (seq[:, start.size(1):] == EOS).any(dim=1).all():
                 break
-        return _cut(seq[:1, start.size(1):])[0]  # the best hypothesis
+        return _cut(seq[:1, start.size(1):], [max_new])[0]  # the best hypothesis
     finally:
         model.train(was_training)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -18,15 +18,23 @@ def _to_2d(x: Tensor, name: str):
     return x.numpy()
 
 
+def _check_labels(labels, n: int, name: str) -> None:
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{name} must have one label per row/column ({n}), got {len(labels)}")
+
+
 def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
                    ax=None, title: str = "", colorbar: bool = True):
     """One heatmap of attention weights (T_q, T_k): rows are queries, columns are keys."""
     w = _to_2d(weights, "weights")
+    _check_labels(x_labels, w.shape[1], "x_labels")
+    _check_labels(y_labels, w.shape[0], "y_labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.5))
     image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
     if x_labels is not None:
-        ax.set_xticks(range(len(x_labels)), list(x_labels), rotation=90 if len(x_labels) > 12 else 0)
+        long_labels = len(x_labels) > 12 or sum(len(str(label)) for label in x_labels) > 3 * len(x_labels)
+        ax.set_xticks(range(len(x_labels)), list(x_labels), rotation=90 if long_labels else 0)
     if y_labels is not None:
         ax.set_yticks(range(len(y_labels)), list(y_labels))
     ax.set_xlabel("key (attended to)")
@@ -44,6 +52,10 @@ def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[
     if w.dim() != 3:
         raise ValueError(f"weights must be (N, T_q, T_k), e.g. (heads, T_q, T_k); got {tuple(w.shape)}")
     n = w.size(0)
+    if titles is not None and len(titles) != n:
+        raise ValueError(f"titles must have one entry per map ({n}), got {len(titles)}")
+    if not isinstance(ncols, int) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols, cell * nrows), squeeze=False)
@@ -63,6 +75,8 @@ def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[
 def plot_mask(mask, x_labels=None, y_labels=None, ax=None, title: str = "mask"):
     """A bool mask (T_q, T_k) as a picture: dark = may attend (True), light = blocked (False)."""
     m = _to_2d(torch.as_tensor(mask).to(torch.float32), "mask")
+    _check_labels(x_labels, m.shape[1], "x_labels")
+    _check_labels(y_labels, m.shape[0], "y_labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.4 * m.shape[1] + 1.5, 0.4 * m.shape[0] + 1.2))
     ax.imshow(m, cmap="Greys", vmin=0, vmax=1.25)
@@ -92,6 +106,12 @@ def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional
 def plot_loss(history, ax=None, baseline: float | None = None, baseline_label: str = "baseline",
               title: str = "loss", label: str = ""):
     """Training (and validation, when recorded) loss against step from a `shared.training.History`."""
+    if not history.step or len(history.step) != len(history.loss):
+        raise ValueError(f"history must hold as many steps as losses (>= 1), got {len(history.step)} and "
+                         f"{len(history.loss)}")
+    if len(history.val_step) != len(history.val_loss):
+        raise ValueError(f"history.val_step and history.val_loss differ in length: {len(history.val_step)} and "
+                         f"{len(history.val_loss)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
     prefix = f"{label} " if label else ""

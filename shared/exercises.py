@@ -1,0 +1,46 @@
+"""Exercise checkers for notebooks 01-06: `check_<name>(your_function) -> bool`, with friendly feedback.
+
+Each checker runs your function on seeded random and edge-case inputs (tiny sizes, T=1, fully masked rows,
+ties, p=1.0, k=1, ...), compares it with the course's reference and prints which case differs and why, with
+a hint for the usual mistakes. It returns True or False and never raises for a wrong answer; a function that
+still raises NotImplementedError is reported as "not solved yet".
+
+    from shared.exercises import check_attention
+    check_attention(my_attention)
+"""
+
+from .exercises_attention import (  # 01, 02
+    check_attention,
+    check_merge_heads,
+    check_multi_head_attention,
+    check_scaled_scores,
+    check_softmax_temperature,
+    check_split_heads,
+    reference_multi_head_attention,
+)
+from .exercises_generation import (  # 05, 06
+    check_decoder_inputs,
+    check_exact_match,
+    check_greedy_step,
+    check_kv_cache_step,
+    check_sample_next_token,
+    check_top_k,
+    check_top_p,
+)
+from .exercises_masks import (  # 03, 04
+    check_causal_mask,
+    check_learned_positions,
+    check_padding_mask,
+    check_sinusoidal_table,
+)
+
+CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
+    "01": [check_scaled_scores, check_softmax_temperature, check_attention],
+    "02": [check_split_heads, check_merge_heads, check_multi_head_attention],
+    "03": [check_causal_mask, check_padding_mask],
+    "04": [check_sinusoidal_table, check_learned_positions],
+    "05": [check_decoder_inputs, check_greedy_step, check_exact_match],
+    "06": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
+}
+
+__all__ = [name for name in dir() if name.startswith("check_")] + ["CHECKERS", "reference_multi_head_attention"]

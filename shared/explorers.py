@@ -1,0 +1,198 @@
+"""Interactive explorers: ipywidgets controls wired to plain callbacks that draw a figure or return text.
+
+Every callback (`softmax_scaling_figure`, `positional_encoding_figure`, `attention_figure`, `sample_text`)
+works without widgets: given values it returns a matplotlib Figure (or text), and for bad values a message
+string instead of raising. An `*_explorer(...)` wires sliders and dropdowns to its callback. Displayed, an
+explorer carries the live widget and a static picture of its current view, so front-ends without widgets
+(GitHub, nbconvert, nbval) still show the default figure.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+from typing import Callable
+
+import ipywidgets as widgets
+import torch
+from IPython.display import Image, display
+from matplotlib.figure import Figure
+
+from .plotting import plot_positional_encoding
+from .positional import sinusoidal_table
+
+
+class Explorer:
+    """Controls + a live output area; `render(**values)` calls the callback, display shows widget + static view."""
+
+    def __init__(self, callback: Callable, controls: dict[str, widgets.Widget], title: str = "") -> None:
+        self.callback, self.controls, self.title = callback, controls, title
+        self.output = widgets.Output()
+        self._last = None  # (values, result) of the latest render
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}),
+                                    self.output])
+        for control in controls.values():
+            control.observe(self.refresh, names="value")
+        self.refresh()
+
+    def values(self) -> dict:
+        """The current value of every control, by the callback's argument names."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def render(self, **overrides):
+        """The callback's result (Figure or text) for the current values, with `overrides` applied."""
+        return self.callback(**{**self.values(), **overrides})
+
+    def current(self):
+        """The callback's result for the current values (computed once per set of values)."""
+        values = self.values()
+        if self._last is None or self._last[0] != values:
+            self._last = (values, self.callback(**values))
+        return self._last[1]
+
+    def refresh(self, change=None) -> None:
+        """Redraw the output area (called whenever a control changes)."""
+        result = self.current()
+        self.output.clear_output(wait=True)
+        with self.output:
+            if isinstance(result, Figure):
+                display(Image(data=figure_png(result)))
+            else:
+                print(result)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
+        result = self.current()
+        bundle["text/plain"] = f"{self.title} (interactive in JupyterLab; static view of the settings shown)"
+        if isinstance(result, Figure):
+            bundle["image/png"] = base64.b64encode(figure_png(result)).decode("ascii")
+        else:
+            bundle["text/plain"] = str(result)
+        return bundle
+
+
+def figure_png(fig: Figure, dpi: int = 80) -> bytes:
+    """PNG bytes of a figure (kept small for notebooks)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def bad_int(name: str, value, low: int, high: int | None = None, meaning: str = "") -> str | None:
+    """A message when `value` is not an int in [low, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        span = f"between {low} and {high}" if high is not None else f">= {low}"
+        return f"{name} must be an integer {span}{f' ({meaning})' if meaning else ''}, got {value!r}."
+    return None
+
+
+def bad_positive(name: str, value, meaning: str = "") -> str | None:
+    """A message when `value` is not a finite number > 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return f"{name} must be a number > 0{f' ({meaning})' if meaning else ''}, got {value!r}."
+    return None
+
+
+def _slider(cls, value, description, **kwargs):
+    return cls(value=value, description=description, continuous_update=False, style={"description_width": "initial"},
+               **kwargs)
+
+
+# ---------------------------------------------------------------- 01: why divide by sqrt(d_k)
+
+
+def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8, seed: int = 0):
+    """Attention of one random query over `n_keys` random keys (entries ~ N(0, 1)), with and without 1/√d_k.
+
+    Returns a Figure with two bar charts, or a message string for bad values.
+    """
+    problem = (bad_int("d_k", d_k, 1, 4096, "the size of queries and keys") or bad_int("n_keys", n_keys, 2, 64)
+               or bad_positive("temperature", temperature, "the softmax divides the scores by it"))
+    if problem:
+        return problem
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(d_k, generator=generator)  # (d_k,)
+    keys = torch.randn(n_keys, d_k, generator=generator)  # (n_keys, d_k)
+    scores = keys @ q  # (n_keys,)
+    fig = Figure(figsize=(8, 3))
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, scale, name in ((axes[0], 1.0, "without scaling: softmax(q·k)"),
+                            (axes[1], math.sqrt(d_k), "scaled: softmax(q·k / √d_k)")):
+        weights = (scores / scale / temperature).softmax(-1)  # (n_keys,)
+        ax.bar(range(n_keys), weights.numpy(), color="tab:blue" if scale == 1.0 else "tab:green")
+        ax.set_ylim(0, 1)
+        ax.set_xticks(range(n_keys))
+        ax.set_xlabel("key")
+        ax.set_title(f"{name}\nlargest weight {weights.max():.2f}", fontsize=10)
+    axes[0].set_ylabel("attention weight")
+    fig.suptitle(f"d_k = {d_k}, temperature = {temperature:g}: scores have std ≈ {scores.std():.1f} unscaled, "
+                 f"{scores.std() / math.sqrt(d_k):.1f} scaled", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def softmax_scaling_explorer(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8) -> Explorer:
+    """Sliders for d_k (powers of two), temperature and number of keys over `softmax_scaling_figure`."""
+    controls = {"d_k": _slider(widgets.SelectionSlider, d_k, "d_k", options=[2**i for i in range(11)]),
+                "temperature": _slider(widgets.FloatLogSlider, temperature, "temperature", base=10, min=-1, max=1,
+                                       step=0.05),
+                "n_keys": _slider(widgets.IntSlider, n_keys, "keys", min=2, max=16)}
+    return Explorer(softmax_scaling_figure, controls, "softmax scaling explorer")
+
+
+# ---------------------------------------------------------------- 04: sinusoidal positional encoding
+
+
+def positional_encoding_figure(d_model: int = 64, n_positions: int = 100, pair: int = 0):
+    """The sinusoidal table (n_positions, d_model) as a heatmap, and dimensions 2i, 2i+1 (i = `pair`) as curves."""
+    problem = bad_int("d_model", d_model, 2, 2048) or bad_int("n_positions", n_positions, 1, 5000)
+    if problem or d_model % 2:
+        return problem or f"d_model must be even (sin/cos pairs), got {d_model}."
+    problem = bad_int("pair", pair, 0, d_model // 2 - 1, "the pair of dimensions 2i, 2i+1 to draw")
+    if problem:
+        return problem
+    table = sinusoidal_table(n_positions, d_model)  # (n_positions, d_model)
+    fig = Figure(figsize=(10, 3.5))
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    plot_positional_encoding(table, ax=left, title=f"table ({n_positions} positions × d_model={d_model})")
+    for column in (2 * pair, 2 * pair + 1):
+        left.axvline(column, color="black", lw=0.8, ls=":")
+    positions = torch.arange(n_positions)
+    right.plot(positions, table[:, 2 * pair], label=f"dim {2 * pair} (sin)")
+    right.plot(positions, table[:, 2 * pair + 1], label=f"dim {2 * pair + 1} (cos)")
+    wavelength = 2 * math.pi * 10000 ** (2 * pair / d_model)
+    right.set_title(f"pair i={pair}: wavelength 2π·10000^(2i/d_model) ≈ {wavelength:,.1f} positions", fontsize=10)
+    right.set_xlabel("position")
+    right.set_ylim(-1.1, 1.1)
+    right.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def positional_encoding_explorer(d_model: int = 64, n_positions: int = 100, pair: int = 0) -> Explorer:
+    """Sliders for d_model, number of positions and the dimension pair over `positional_encoding_figure`."""
+    pair_slider = _slider(widgets.IntSlider, pair, "pair i", min=0, max=d_model // 2 - 1)
+    d_model_slider = _slider(widgets.SelectionSlider, d_model, "d_model", options=[2**i for i in range(2, 10)])
+
+    def limit_pair(change):  # registered before the explorer's redraw, so the pair is valid when it draws
+        pair_slider.max = change["new"] // 2 - 1
+
+    d_model_slider.observe(limit_pair, names="value")
+    controls = {"d_model": d_model_slider,
+                "n_positions": _slider(widgets.IntSlider, n_positions, "positions", min=10, max=500, step=10),
+                "pair": pair_slider}
+    return Explorer(positional_encoding_figure, controls, "positional encoding explorer")
+
+
+from .explorers_models import (  # noqa: E402  (05, 06: attention maps and sampling, built on Explorer)
+    attention_example,
+    attention_explorer,
+    attention_figure,
+    sample_text,
+    sampling_explorer,
+)
+
+__all__ = ["Explorer", "softmax_scaling_figure", "softmax_scaling_explorer", "positional_encoding_figure",
+           "positional_encoding_explorer", "attention_example", "attention_figure", "attention_explorer",
+           "sample_text", "sampling_explorer"]

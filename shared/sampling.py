@@ -1,0 +1,146 @@
+"""Text generation for `shared.gpt.GPT`: greedy, temperature, top-k, top-p, repetition penalty,
+no-repeat n-gram, batched, seedable, with or without a KV cache.
+
+Every filter is a small pure function on logits (B, V) -> (B, V): removed tokens get -inf, so the
+softmax gives them probability exactly zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from .gpt import GPT
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """Keep the k largest logits of each row (ties with the k-th are kept); set the rest to -inf."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ValueError(f"top_k must be a positive int, got {k!r}")
+    if k >= logits.size(-1):
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (B, 1): the k-th largest logit
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """Nucleus filter: keep the smallest set of most likely tokens whose probabilities sum to >= p."""
+    if not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+    if p >= 1.0:
+        return logits
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
+    probs = sorted_logits.softmax(dim=-1)
+    mass_before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above this one
+    remove_sorted = mass_before >= p  # the most likely token always stays (mass_before = 0)
+    remove = remove_sorted.scatter(-1, order, remove_sorted)  # back to vocabulary order
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> Tensor:
+    """Make every token already in `tokens` (B, T) less likely: positive logits / penalty, negative * penalty."""
+    if not isinstance(penalty, (int, float)) or not math.isfinite(penalty) or penalty <= 0:
+        raise ValueError(f"repetition_penalty must be a finite number > 0 (1.0 = off), got {penalty!r}")
+    if penalty == 1.0:
+        return logits
+    seen = logits.gather(-1, tokens)  # (B, T) logits of the tokens already present
+    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
+    return logits.scatter(-1, tokens, seen)
+
+
+def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
+    """Set to -inf every token that would repeat an n-gram already present in `tokens` (B, T)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"no_repeat_ngram_size must be an int >= 0 (0 = off), got {n!r}")
+    if n == 0 or tokens.size(1) < n:
+        return logits
+    ngrams = tokens.unfold(1, n, 1)  # (B, T - n + 1, n): every n-gram so far
+    prefix = tokens[:, tokens.size(1) - (n - 1) :]  # (B, n - 1): the tokens a new n-gram would start with
+    matches = (ngrams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (B, T - n + 1)
+    banned = torch.zeros_like(logits).scatter_add(-1, ngrams[:, :, -1], matches.to(logits.dtype))  # (B, V)
+    return logits.masked_fill(banned > 0, float("-inf"))
+
+
+def next_token_logits(
+    logits: Tensor, tokens: Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+    repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+) -> Tensor:
+    """Apply penalties, then temperature, then top-k and top-p to (B, V) logits given the (B, T) context."""
+    logits = apply_repetition_penalty(logits.float(), tokens, repetition_penalty)
+    logits = ban_repeated_ngrams(logits, tokens, no_repeat_ngram_size)
+    if temperature > 0:
+        logits = logits / temperature
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    return logits
+
+
+@torch.no_grad()
+def generate(
+    model: GPT,
+    prompt: Tensor,
+    max_new_tokens: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> Tensor:
+    """Continue each row of `prompt` (B, T) by `max_new_tokens` tokens -> (B, T + max_new_tokens).
+
+    temperature=0 is greedy decoding (always the most likely token). Without a cache every step runs
+    the model on the last block_size tokens. With a cache every step runs it on the newest token only;
+    when the cache reaches block_size it is refilled from the last block_size // 2 tokens (from then
+    on, the model sees between block_size // 2 and block_size tokens of context).
+    """
+    _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p)
+    block_size = model.config.block_size
+    was_training = model.training
+    model.eval()
+    tokens = prompt
+    caches = None
+    for _ in range(max_new_tokens):
+        if not use_cache:
+            logits = model(tokens[:, -block_size:])[:, -1]  # (B, V): crop to the last block_size tokens
+        elif caches is None or len(caches[0]) >= block_size:
+            keep = block_size if caches is None else max(1, block_size // 2)  # first fill, or refill when full
+            caches = model.new_caches()
+            logits = model(tokens[:, -keep:], caches=caches)[:, -1]  # run once over the recent context
+        else:
+            logits = model(tokens[:, -1:], caches=caches)[:, -1]  # (B, V): only the newest token is new
+        logits = next_token_logits(logits, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                                   repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
+        tokens = torch.cat([tokens, _pick(logits, temperature, generator)], dim=1)  # (B, T + 1)
+    model.train(was_training)
+    return tokens
+
+
+def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None) -> Tensor:
+    """(B, V) filtered logits -> (B, 1) ids: argmax when temperature is 0, else a sample."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    probs = logits.softmax(dim=-1)  # (B, V)
+    if generator is not None and generator.device != probs.device:
+        return torch.multinomial(probs.cpu(), 1, generator=generator).to(probs.device)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p) -> None:
+    if not isinstance(prompt, Tensor) or prompt.dim() != 2 or prompt.size(1) < 1 or prompt.is_floating_point():
+        shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
+        raise ValueError(f"prompt must be a (B, T) integer tensor with T >= 1, got {shape}")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    if top_k is not None:
+        top_k_filter(torch.zeros(1, 1), top_k)  # same checks as the filters themselves
+    if top_p is not None:
+        top_p_filter(torch.zeros(1, 1), top_p)

@@ -1,0 +1,142 @@
+"""Plotting helpers: what each one draws (images, lines, axes, data) and which inputs it rejects."""
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display needed; set here (not via MPLBACKEND) so notebook kernels are unaffected
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from shared.plotting import (  # noqa: E402
+    plot_attention,
+    plot_attention_grid,
+    plot_loss,
+    plot_mask,
+    plot_positional_encoding,
+)
+from shared.training import History  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def test_plot_attention_draws_one_heatmap_of_the_weights():
+    torch.manual_seed(0)
+    weights = torch.rand(1, 1, 3, 5).softmax(-1)  # (B=1, H=1, T_q, T_k): size-1 dims are dropped
+    ax = plot_attention(weights, x_labels=list("abcde"), y_labels=list("xyz"), title="t")
+    assert len(ax.images) == 1
+    assert ax.images[0].get_array().shape == (3, 5)
+    assert torch.allclose(torch.as_tensor(ax.images[0].get_array().data), weights[0, 0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcde")
+    assert [t.get_text() for t in ax.get_yticklabels()] == list("xyz")
+    assert len(ax.figure.axes) == 2  # heatmap + colorbar
+
+
+def test_plot_attention_into_given_axes_without_colorbar():
+    fig, ax = plt.subplots()
+    returned = plot_attention(torch.eye(4), ax=ax, colorbar=False)
+    assert returned is ax and len(ax.images) == 1 and len(fig.axes) == 1
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 3), (5,), (2, 2, 3, 3)])
+def test_plot_attention_rejects_non_2d_weights(shape):
+    with pytest.raises(ValueError, match="weights"):
+        plot_attention(torch.rand(shape))
+
+
+def test_plot_attention_rejects_wrong_label_count():
+    with pytest.raises(ValueError, match="x_labels"):
+        plot_attention(torch.rand(3, 4), x_labels=list("abc"))
+    with pytest.raises(ValueError, match="y_labels"):
+        plot_attention(torch.rand(3, 4), y_labels=list("abcd"))
+
+
+def test_plot_attention_grid_draws_one_heatmap_per_map_and_hides_spare_axes():
+    weights = torch.rand(5, 4, 4).softmax(-1)  # (N, T_q, T_k)
+    fig = plot_attention_grid(weights, x_labels=list("abcd"), y_labels=list("abcd"), ncols=2, suptitle="heads")
+    axes = fig.axes
+    assert len(axes) == 6  # 3 rows x 2 columns
+    assert [len(ax.images) for ax in axes] == [1, 1, 1, 1, 1, 0]
+    assert not axes[5].axison
+    assert [ax.get_title() for ax in axes[:5]] == [f"head {i}" for i in range(5)]
+    assert torch.allclose(torch.as_tensor(axes[3].images[0].get_array().data), weights[3])
+
+
+def test_plot_attention_grid_uses_given_titles():
+    fig = plot_attention_grid(torch.rand(2, 3, 3), titles=["first", "second"])
+    assert [ax.get_title() for ax in fig.axes] == ["first", "second"]
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (1, 2, 3, 3)])
+def test_plot_attention_grid_rejects_non_3d_weights(shape):
+    with pytest.raises(ValueError, match="weights"):
+        plot_attention_grid(torch.rand(shape))
+
+
+def test_plot_attention_grid_rejects_bad_titles_and_ncols():
+    with pytest.raises(ValueError, match="titles"):
+        plot_attention_grid(torch.rand(3, 2, 2), titles=["only one"])
+    with pytest.raises(ValueError, match="ncols"):
+        plot_attention_grid(torch.rand(3, 2, 2), ncols=0)
+
+
+def test_plot_mask_draws_the_bool_mask_as_zeros_and_ones():
+    mask = torch.ones(4, 4, dtype=torch.bool).tril()[None, None]  # (1, 1, T_q, T_k)
+    ax = plot_mask(mask, x_labels=list("abcd"), y_labels=list("abcd"))
+    assert len(ax.images) == 1
+    assert torch.equal(torch.as_tensor(ax.images[0].get_array().data), mask[0, 0].float())
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
+
+
+def test_plot_mask_rejects_a_batch_and_wrong_labels():
+    with pytest.raises(ValueError, match="mask"):
+        plot_mask(torch.ones(2, 1, 3, 3, dtype=torch.bool))  # batch of 2 cannot be one picture
+    with pytest.raises(ValueError, match="x_labels"):
+        plot_mask(torch.ones(3, 3, dtype=torch.bool), x_labels=list("ab"))
+
+
+def test_plot_positional_encoding_draws_the_table_with_colorbar():
+    table = torch.linspace(-1, 1, 40).reshape(10, 4)  # (max_len, d_model)
+    ax = plot_positional_encoding(table)
+    assert len(ax.images) == 1 and len(ax.figure.axes) == 2
+    assert torch.allclose(torch.as_tensor(ax.images[0].get_array().data), table)
+
+
+@pytest.mark.parametrize("shape", [(10,), (2, 10, 4)])
+def test_plot_positional_encoding_rejects_non_2d_table(shape):
+    with pytest.raises(ValueError, match="table"):
+        plot_positional_encoding(torch.rand(shape))
+
+
+def _history(with_val: bool) -> History:
+    history = History(step=[10, 20, 30], loss=[2.0, 1.5, 1.2])
+    if with_val:
+        history.val_step, history.val_loss = [15, 30], [1.8, 1.4]
+    return history
+
+
+def test_plot_loss_draws_train_validation_and_baseline_lines():
+    ax = plot_loss(_history(with_val=True), baseline=2.5, label="run")
+    lines = ax.get_lines()
+    assert len(lines) == 3
+    assert list(lines[0].get_xdata()) == [10, 20, 30] and list(lines[0].get_ydata()) == [2.0, 1.5, 1.2]
+    assert list(lines[1].get_xdata()) == [15, 30]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["run train", "run validation", "baseline"]
+
+
+def test_plot_loss_without_validation_draws_one_line():
+    ax = plot_loss(_history(with_val=False))
+    assert len(ax.get_lines()) == 1
+
+
+def test_plot_loss_rejects_empty_or_ragged_history():
+    with pytest.raises(ValueError, match="history"):
+        plot_loss(History())
+    with pytest.raises(ValueError, match="history"):
+        plot_loss(History(step=[1, 2], loss=[1.0]))
+    with pytest.raises(ValueError, match="val_step"):
+        plot_loss(History(step=[1], loss=[1.0], val_step=[1, 2], val_loss=[1.0]))

@@ -1,0 +1,164 @@
+import pytest
+import torch
+from torch import nn
+
+from shared.masks import padding_mask
+from shared.reversal import (
+    BOS,
+    EOS,
+    IGNORE_INDEX,
+    MAX_LEN,
+    MIN_LEN,
+    PAD,
+    VOCAB_SIZE,
+    LMBatch,
+    ReversalBatches,
+    Seq2SeqBatch,
+    collate,
+    decoder_only_loss,
+    decoder_only_sample,
+    make_model,
+    make_test_set,
+    seq2seq_loss,
+    seq2seq_sample,
+)
+from shared.transformer import Transformer, TransformerConfig
+
+from .helpers import copy_layer_to_torch
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny matrices: one thread avoids waiting on a busy second core (restored afterwards)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(0)
+
+
+def test_seq2seq_sample_ids():
+    src, tgt_in, tgt_out = seq2seq_sample([1, 2, 3])
+    assert src == [4, 5, 6]
+    assert tgt_in == [BOS, 6, 5, 4]
+    assert tgt_out == [6, 5, 4, EOS]
+
+
+def test_decoder_only_sample_masks_the_prompt():
+    tokens, labels = decoder_only_sample([0, 9, 5])
+    assert tokens == [BOS, 3, 12, 8, EOS, 8, 12, 3]  # BOS src EOS tgt (the final EOS is only a label)
+    assert labels == [IGNORE_INDEX] * 4 + [8, 12, 3, EOS]
+    assert len(tokens) == len(labels) == 2 * 3 + 2
+
+
+def test_collate_pads_inputs_with_pad_and_labels_with_ignore():
+    batch = collate([seq2seq_sample([1, 2, 3]), seq2seq_sample([4, 5, 6, 7, 8])])
+    assert isinstance(batch, Seq2SeqBatch)
+    assert batch.src.shape == (2, 5) and batch.tgt_in.shape == batch.tgt_out.shape == (2, 6)
+    assert batch.src[0].tolist() == [4, 5, 6, PAD, PAD]
+    assert batch.tgt_in[0].tolist() == [BOS, 6, 5, 4, PAD, PAD]
+    assert batch.tgt_out[0].tolist() == [6, 5, 4, EOS, IGNORE_INDEX, IGNORE_INDEX]
+    lm = collate([decoder_only_sample([1, 2, 3]), decoder_only_sample([1, 2, 3, 4])], "decoder_only")
+    assert isinstance(lm, LMBatch) and lm.tokens.shape == lm.labels.shape == (2, 10)
+    assert lm.tokens[0, -2:].tolist() == [PAD, PAD] and lm.labels[0, -2:].tolist() == [IGNORE_INDEX] * 2
+    with pytest.raises(ValueError, match="arch"):
+        collate([seq2seq_sample([1])], "rnn")
+
+
+def test_batches_are_seeded_well_formed_and_skip_the_test_set():
+    batches = ReversalBatches("encoder_decoder", 64, seed=3)
+    b1, b2, other = batches(5), batches(5), batches(6)
+    assert all(torch.equal(x, y) for x, y in zip(b1, b2)) and not torch.equal(b1.src, other.src)
+    lengths = (b1.src != PAD).sum(1)
+    assert lengths.min() >= MIN_LEN and lengths.max() <= MAX_LEN
+    assert b1.src.max() < VOCAB_SIZE and (b1.src[b1.src != PAD] >= 3).all()
+    for row, tgt in zip(b1.src, b1.tgt_out):
+        digits = row[row != PAD].tolist()
+        assert tgt[tgt != IGNORE_INDEX].tolist() == digits[::-1] + [EOS]
+    # no overlap: every short source drawn during training is held out when it is in the test set
+    test = make_test_set(1000, seed=1)
+    assert len(set(test)) == 1000 and {len(s) for s in test} == set(range(MIN_LEN, MAX_LEN + 1))
+    clean = ReversalBatches("decoder_only", 256, seed=0, exclude=test)
+    drawn = [s for step in range(40) for s in clean.sources(step)]
+    assert not set(drawn) & set(test)
+    assert clean.redrawn > 0  # the exclusion was really exercised (10% of 3-digit sources are held out)
+    naive = ReversalBatches("decoder_only", 256, seed=0)
+    assert set(s for step in range(40) for s in naive.sources(step)) & set(test)  # without it, overlap
+
+
+def test_transformer_shapes_and_attention_maps():
+    model = make_model("encoder_decoder", d_model=32, n_heads=4, n_layers=2).eval()
+    batch = ReversalBatches("encoder_decoder", 4, seed=0)(0)
+    B, T_src, T_tgt = batch.src.size(0), batch.src.size(1), batch.tgt_in.size(1)
+    assert model.encode(batch.src).shape == (B, T_src, 32)
+    logits = model(batch.src, batch.tgt_in, need_weights=True)
+    assert logits.shape == (B, T_tgt, VOCAB_SIZE)
+    assert model.attention_maps("encoder").shape == (2, B, 4, T_src, T_src)
+    assert model.attention_maps("self").shape == (2, B, 4, T_tgt, T_tgt)
+    cross = model.attention_maps("cross")
+    assert cross.shape == (2, B, 4, T_tgt, T_src)
+    assert (cross.masked_select(~(batch.src != PAD)[None, :, None, None, :]) == 0).all()  # no weight on padding
+    with pytest.raises(ValueError, match="kind"):
+        model.attention_maps("decoder")
+    with pytest.raises(ValueError, match="divisible"):
+        TransformerConfig(13, 13, d_model=30, n_heads=4)
+
+
+def test_decode_is_causal():
+    model = make_model("encoder_decoder", d_model=32, n_heads=4, n_layers=2).eval()
+    src = torch.tensor([[4, 5, 6, 7]])
+    memory = model.encode(src)
+    tgt = torch.tensor([[BOS, 7, 6, 5, 4]])
+    changed = tgt.clone()
+    changed[0, 3:] = torch.tensor([9, 9])
+    a, b = model.decode(tgt, memory), model.decode(changed, memory)
+    assert torch.allclose(a[:, :3], b[:, :3], atol=1e-6)  # changing the future never changes the past
+    assert not torch.allclose(a[:, 3:], b[:, 3:])
+
+
+def test_source_padding_does_not_change_the_output():
+    model = make_model("encoder_decoder", d_model=32, n_heads=4, n_layers=2).eval()
+    tgt = torch.tensor([[BOS, 6, 5]])
+    short = model(torch.tensor([[4, 5, 6]]), tgt)
+    padded = model(torch.tensor([[4, 5, 6, PAD, PAD]]), tgt)
+    assert torch.allclose(short, padded, atol=1e-5)
+
+
+def test_layer_stack_matches_torch_transformer():
+    config = TransformerConfig(13, 13, d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+                               dropout=0.0, max_len=16)
+    ours = Transformer(config).eval()
+    theirs = nn.Transformer(32, 4, 2, 2, 64, dropout=0.0, batch_first=True).eval()
+    theirs.encoder.norm = theirs.decoder.norm = nn.Identity()  # torch adds a final norm; the Post-LN paper has none
+    for a, b in zip(ours.encoder, theirs.encoder.layers):
+        copy_layer_to_torch(a, b)
+    for a, b in zip(ours.decoder, theirs.decoder.layers):
+        copy_layer_to_torch(a, b)
+    src = torch.tensor([[4, 5, 6, 7], [8, 9, PAD, PAD]])
+    tgt = torch.tensor([[BOS, 7, 6, 5, 4], [BOS, 9, 8, PAD, PAD]])
+    x_src = ours.positional(ours.src_embed(src))
+    x_tgt = ours.positional(ours.tgt_embed(tgt))
+    hidden = theirs(x_src, x_tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.bool),
+                    src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
+    got, expected = ours(src, tgt), ours.generator(hidden)
+    keep = tgt != PAD
+    assert (got[keep] - expected[keep]).abs().max() < 1e-4
+
+
+def test_losses_ignore_padding_and_prompt():
+    model = make_model("encoder_decoder", d_model=32, n_heads=4, n_layers=1)
+    batch = ReversalBatches("encoder_decoder", 8, seed=0)(0)
+    loss, n = seq2seq_loss(model, batch)
+    assert n == int((batch.tgt_out != IGNORE_INDEX).sum()) and torch.isfinite(loss)
+    gpt = make_model("decoder_only", d_model=32, n_heads=4, n_layers=1)
+    lm = ReversalBatches("decoder_only", 8, seed=0)(0)
+    loss, n = decoder_only_loss(gpt, lm)
+    lengths = (lm.labels != IGNORE_INDEX).sum(1)
+    assert n == int(lengths.sum()) and torch.isfinite(loss)
+    n_src = ((lm.tokens >= 3).sum(1)) // 2  # digits appear twice in BOS src EOS tgt
+    assert torch.equal(lengths, n_src + 1)  # only the reversed digits and the final EOS are scored
+    assert padding_mask(lm.tokens, PAD).shape == (8, 1, 1, lm.tokens.size(1))

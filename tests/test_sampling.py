@@ -1,0 +1,113 @@
+"""Sampling: filters against hand-computed cases, knob checks, seeding, and KV cache == no cache."""
+
+import math
+
+import pytest
+import torch
+
+from shared.gpt import GPT, GPTConfig
+from shared.sampling import apply_repetition_penalty, ban_repeated_ngrams, generate, top_k_filter, top_p_filter
+
+INF = float("inf")
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return GPT(GPTConfig(vocab_size=23, block_size=24, n_layers=2, n_heads=2, d_model=32)).eval()
+
+
+def test_top_k_keeps_the_k_largest():
+    logits = torch.tensor([[1.0, 3.0, 2.0, 0.0], [5.0, 4.0, 4.0, 1.0]])
+    assert torch.equal(top_k_filter(logits, 2), torch.tensor([[-INF, 3.0, 2.0, -INF], [5.0, 4.0, 4.0, -INF]]))
+    assert torch.equal(top_k_filter(logits, 10), logits)  # k >= vocabulary: nothing removed
+
+
+def test_top_p_keeps_the_smallest_nucleus():
+    probs = torch.tensor([[0.15, 0.5, 0.05, 0.3]])  # sorted: 0.5, 0.3, 0.15, 0.05
+    logits = probs.log()
+    # p = 0.7: 0.5 alone is not enough, 0.5 + 0.3 = 0.8 is -> keep those two
+    assert torch.equal(top_p_filter(logits, 0.7).isfinite(), torch.tensor([[False, True, False, True]]))
+    # p = 0.85: 0.5 + 0.3 + 0.15 = 0.95 -> three; p = 0.4: the top token alone
+    assert torch.equal(top_p_filter(logits, 0.85).isfinite(), torch.tensor([[True, True, False, True]]))
+    assert torch.equal(top_p_filter(logits, 0.4).isfinite(), torch.tensor([[False, True, False, False]]))
+    kept = top_p_filter(logits, 0.7)
+    assert torch.allclose(kept.softmax(-1), torch.tensor([[0.0, 0.625, 0.0, 0.375]]))  # renormalised 0.5 : 0.3
+    assert torch.equal(top_p_filter(logits, 1.0), logits)
+
+
+def test_repetition_penalty_by_hand():
+    logits = torch.tensor([[2.0, -1.0, 0.5, 3.0]])
+    out = apply_repetition_penalty(logits, torch.tensor([[0, 1, 0]]), 2.0)
+    assert torch.equal(out, torch.tensor([[1.0, -2.0, 0.5, 3.0]]))  # seen: 2/2 and -1*2; unseen unchanged
+    assert torch.equal(logits, torch.tensor([[2.0, -1.0, 0.5, 3.0]]))  # pure: input untouched
+
+
+def test_no_repeat_ngram_by_hand():
+    logits = torch.zeros(1, 5)
+    tokens = torch.tensor([[1, 2, 3, 1, 2]])
+    # trigram: the context ends in (1, 2); (1, 2, 3) already occurred -> 3 is banned
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 3).isinf(), torch.tensor([[False, False, False, True, False]]))
+    # bigram: ends in 2; (2, 3) occurred -> 3 banned
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 2).isinf(), torch.tensor([[False, False, False, True, False]]))
+    # unigram: every token seen so far is banned
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 1).isinf(), torch.tensor([[False, True, True, True, False]]))
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 0), logits)
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 6), logits)  # context shorter than n
+
+
+def test_bad_knobs_raise_value_error(model):
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    for kwargs, name in [
+        (dict(temperature=-1.0), "temperature"), (dict(temperature=math.nan), "temperature"),
+        (dict(top_k=0), "top_k"), (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"),
+        (dict(repetition_penalty=0.0), "repetition_penalty"), (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            generate(model, prompt, 3, **kwargs)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, prompt, -1)
+    with pytest.raises(ValueError, match="prompt"):
+        generate(model, torch.zeros(1, 1), 3)
+
+
+def test_seeded_generator_reproduces_samples(model):
+    prompt = torch.zeros(4, 2, dtype=torch.long)
+    knobs = dict(temperature=0.9, top_k=10, top_p=0.95, repetition_penalty=1.2, no_repeat_ngram_size=3)
+    a = generate(model, prompt, 20, generator=torch.Generator().manual_seed(7), **knobs)
+    b = generate(model, prompt, 20, generator=torch.Generator().manual_seed(7), **knobs)
+    c = generate(model, prompt, 20, generator=torch.Generator().manual_seed(8), **knobs)
+    assert a.shape == (4, 22) and torch.equal(a, b) and not torch.equal(a, c)
+    assert not torch.equal(a[0], a[1])  # rows of a batch are sampled independently
+    for row in a:  # no trigram occurs twice
+        trigrams = [tuple(row[i : i + 3].tolist()) for i in range(len(row) - 2)]
+        assert len(trigrams) == len(set(trigrams))
+
+
+def test_kv_cache_greedy_tokens_identical(model):
+    torch.manual_seed(1)
+    prompt = torch.randint(0, 23, (3, 5))
+    cached = generate(model, prompt, 19, temperature=0.0, use_cache=True)  # fills block_size exactly
+    plain = generate(model, prompt, 19, temperature=0.0, use_cache=False)
+    assert cached.shape == (3, 24) and torch.equal(cached, plain)
+    assert torch.equal(cached[:, :5], prompt)
+
+
+def test_kv_cache_logits_close(model):
+    torch.manual_seed(2)
+    tokens = torch.randint(0, 23, (2, 24))
+    with torch.no_grad():
+        full = model(tokens)  # (B, T, V) in one pass
+        caches = model.new_caches()
+        steps = [model(tokens[:, :10], caches=caches)]  # prompt, then one token at a time
+        steps += [model(tokens[:, t : t + 1], caches=caches) for t in range(10, 24)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    with pytest.raises(ValueError, match="block_size"):
+        model(tokens[:, :1], caches=caches)  # the cache is full
+
+
+def test_generation_past_block_size(model):
+    prompt = torch.zeros(2, 30, dtype=torch.long)  # longer than block_size: cropped
+    for use_cache in (True, False):
+        out = generate(model, prompt, 40, temperature=0.0, use_cache=use_cache)
+        assert out.shape == (2, 70)
