@@ -27,7 +27,7 @@ from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E
 
 # model sizes and optimisation settings per shape; "tuned" is the default, "nanogpt" is nanoGPT's CPU recipe
 SHAPES = {
-    "tuned": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=16, lr=3e-3, warmup=100),
+    "tuned": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=3e-3, warmup=100),
     "nanogpt": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=1e-3, warmup=100),
 }
 

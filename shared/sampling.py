@@ -101,10 +101,17 @@ def generate(
     on, the model sees between block_size // 2 and block_size tokens of context).
     """
     _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p)
-    block_size = model.config.block_size
     was_training = model.training
     model.eval()
-    tokens = prompt
+    try:
+        return _generate_loop(model, prompt, max_new_tokens, temperature, generator, use_cache, dict(
+            top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size))
+    finally:
+        model.train(was_training)
+
+
+def _generate_loop(model, tokens, max_new_tokens, temperature, generator, use_cache, knobs) -> Tensor:
+    block_size = model.config.block_size
     caches = None
     for _ in range(max_new_tokens):
         if not use_cache:
@@ -115,10 +122,8 @@ def generate(
             logits = model(tokens[:, -keep:], caches=caches)[:, -1]  # run once over the recent context
         else:
             logits = model(tokens[:, -1:], caches=caches)[:, -1]  # (B, V): only the newest token is new
-        logits = next_token_logits(logits, tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                                   repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size)
+        logits = next_token_logits(logits, tokens, temperature=temperature, **knobs)
         tokens = torch.cat([tokens, _pick(logits, temperature, generator)], dim=1)  # (B, T + 1)
-    model.train(was_training)
     return tokens
 
 

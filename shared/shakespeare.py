@@ -12,8 +12,9 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -63,7 +64,7 @@ def download(url: str, path: str | os.PathLike, sha256: str, timeout: float = 30
                 f"not {sha256} (truncated or changed file); nothing was saved.\n{_how_to_get(path, url, sha256)}"
             )
         os.replace(tmp, path)  # atomic: `path` is either absent or complete
-    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:  # offline, refused, cut off mid-way
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:  # offline, cut off, ...
         raise CorpusError(f"could not download {url}: {err}\n{_how_to_get(path, url, sha256)}") from err
     finally:
         if os.path.exists(tmp):

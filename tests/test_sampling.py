@@ -46,10 +46,11 @@ def test_repetition_penalty_by_hand():
 def test_no_repeat_ngram_by_hand():
     logits = torch.zeros(1, 5)
     tokens = torch.tensor([[1, 2, 3, 1, 2]])
+    only_3 = torch.tensor([[False, False, False, True, False]])
     # trigram: the context ends in (1, 2); (1, 2, 3) already occurred -> 3 is banned
-    assert torch.equal(ban_repeated_ngrams(logits, tokens, 3).isinf(), torch.tensor([[False, False, False, True, False]]))
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 3).isinf(), only_3)
     # bigram: ends in 2; (2, 3) occurred -> 3 banned
-    assert torch.equal(ban_repeated_ngrams(logits, tokens, 2).isinf(), torch.tensor([[False, False, False, True, False]]))
+    assert torch.equal(ban_repeated_ngrams(logits, tokens, 2).isinf(), only_3)
     # unigram: every token seen so far is banned
     assert torch.equal(ban_repeated_ngrams(logits, tokens, 1).isinf(), torch.tensor([[False, True, True, True, False]]))
     assert torch.equal(ban_repeated_ngrams(logits, tokens, 0), logits)
