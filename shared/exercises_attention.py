@@ -176,21 +176,24 @@ def check_merge_heads(c: Checker) -> None:
         c.passed()
 
 
-def reference_multi_head_attention(x: Tensor, w_q, w_k, w_v, w_o, n_heads: int, split: str = "ok") -> Tensor:
-    """x (B, T, d_model) and (d_model, d_model) matrices (Q = x W^Q) -> (B, T, d_model), self-attention."""
+def reference_multi_head_attention(x: Tensor, w_q, w_k, w_v, w_o, n_heads: int, mistake: str = "") -> Tensor:
+    """x (B, T, d_model) and (d_model, d_model) matrices (Q = x W^Q) -> (B, T, d_model), self-attention.
+
+    `mistake` ("no_transpose", "scale_d_model", "no_w_o") reproduces a common bug, for the checker's hints.
+    """
     B, T, d_model = x.shape
     d_k = d_model // n_heads
 
     def heads(t):
-        if split == "no_transpose":
-            return t.view(B, n_heads, T, d_k)
+        if mistake == "no_transpose":
+            return t.view(B, n_heads, T, d_k)  # (B, H, T, d_k) from the wrong memory layout: a deliberate mistake
         return t.view(B, T, n_heads, d_k).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
 
     q, k, v = heads(x @ w_q), heads(x @ w_k), heads(x @ w_v)  # (B, H, T, d_k)
-    scale = math.sqrt(d_model) if split == "scale_d_model" else math.sqrt(d_k)
+    scale = math.sqrt(d_model) if mistake == "scale_d_model" else math.sqrt(d_k)
     weights = (q @ k.transpose(-2, -1) / scale).softmax(dim=-1)  # (B, H, T, T)
     merged = (weights @ v).transpose(1, 2).reshape(B, T, d_model)  # (B, T, H, d_k) -> (B, T, d_model)
-    return merged if split == "no_w_o" else merged @ w_o
+    return merged if mistake == "no_w_o" else merged @ w_o
 
 
 @exercise("multi-head attention")

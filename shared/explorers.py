@@ -94,7 +94,8 @@ def bad_positive(name: str, value, meaning: str = "") -> str | None:
     return None
 
 
-def _slider(cls, value, description, **kwargs):
+def slider(cls, value, description, **kwargs):
+    """An ipywidgets slider of class `cls` that updates on release (continuous_update=False)."""
     return cls(value=value, description=description, continuous_update=False, style={"description_width": "initial"},
                **kwargs)
 
@@ -134,10 +135,10 @@ def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int 
 
 def softmax_scaling_explorer(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8) -> Explorer:
     """Sliders for d_k (powers of two), temperature and number of keys over `softmax_scaling_figure`."""
-    controls = {"d_k": _slider(widgets.SelectionSlider, d_k, "d_k", options=[2**i for i in range(11)]),
-                "temperature": _slider(widgets.FloatLogSlider, temperature, "temperature", base=10, min=-1, max=1,
+    controls = {"d_k": slider(widgets.SelectionSlider, d_k, "d_k", options=[2**i for i in range(11)]),
+                "temperature": slider(widgets.FloatLogSlider, temperature, "temperature", base=10, min=-1, max=1,
                                        step=0.05),
-                "n_keys": _slider(widgets.IntSlider, n_keys, "keys", min=2, max=16)}
+                "n_keys": slider(widgets.IntSlider, n_keys, "keys", min=2, max=16)}
     return Explorer(softmax_scaling_figure, controls, "softmax scaling explorer")
 
 
@@ -172,15 +173,15 @@ def positional_encoding_figure(d_model: int = 64, n_positions: int = 100, pair: 
 
 def positional_encoding_explorer(d_model: int = 64, n_positions: int = 100, pair: int = 0) -> Explorer:
     """Sliders for d_model, number of positions and the dimension pair over `positional_encoding_figure`."""
-    pair_slider = _slider(widgets.IntSlider, pair, "pair i", min=0, max=d_model // 2 - 1)
-    d_model_slider = _slider(widgets.SelectionSlider, d_model, "d_model", options=[2**i for i in range(2, 10)])
+    pair_slider = slider(widgets.IntSlider, pair, "pair i", min=0, max=d_model // 2 - 1)
+    d_model_slider = slider(widgets.SelectionSlider, d_model, "d_model", options=[2**i for i in range(2, 10)])
 
     def limit_pair(change):  # registered before the explorer's redraw, so the pair is valid when it draws
         pair_slider.max = change["new"] // 2 - 1
 
     d_model_slider.observe(limit_pair, names="value")
     controls = {"d_model": d_model_slider,
-                "n_positions": _slider(widgets.IntSlider, n_positions, "positions", min=10, max=500, step=10),
+                "n_positions": slider(widgets.IntSlider, n_positions, "positions", min=10, max=500, step=10),
                 "pair": pair_slider}
     return Explorer(positional_encoding_figure, controls, "positional encoding explorer")
 

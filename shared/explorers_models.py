@@ -72,7 +72,7 @@ def attention_figure(example: dict, kind: str | None = None, layer: int = 0, hea
 
 def attention_explorer(example_fn: Callable[[int], dict], n_examples: int, kinds: Sequence[str] | None = None):
     """Choose example, kind (e.g. "self"/"cross"), layer and head; `example_fn(i)` -> attention_example(...)."""
-    from .explorers import Explorer, _slider
+    from .explorers import Explorer, slider
 
     cache: dict[int, dict | str] = {}
 
@@ -94,9 +94,9 @@ def attention_explorer(example_fn: Callable[[int], dict], n_examples: int, kinds
         chosen = example(example_index)
         return chosen if isinstance(chosen, str) else attention_figure(chosen, kind, layer, head)
 
-    controls = {"example_index": _slider(widgets.IntSlider, 0, "example", min=0, max=max(0, n_examples - 1)),
+    controls = {"example_index": slider(widgets.IntSlider, 0, "example", min=0, max=max(0, n_examples - 1)),
                 "kind": widgets.Dropdown(options=kinds, value=kinds[0], description="attention"),
-                "layer": _slider(widgets.IntSlider, L - 1, "layer", min=0, max=L - 1),
+                "layer": slider(widgets.IntSlider, L - 1, "layer", min=0, max=L - 1),
                 "head": widgets.Dropdown(options=["all"] + list(range(H)), value="all", description="head")}
     return Explorer(draw, controls, "attention explorer")
 
@@ -130,13 +130,13 @@ def sample_text(generate_text: Callable[..., str], prompt: str = "ROMEO:", tempe
 def sampling_explorer(generate_text: Callable[..., str], prompt: str = "ROMEO:", length: int = 200,
                       max_top_k: int = 100):
     """A playground over `sample_text`: prompt, temperature, top-k, top-p, length and seed."""
-    from .explorers import Explorer, _slider
+    from .explorers import Explorer, slider
 
     controls = {"prompt": widgets.Text(value=prompt, description="prompt", continuous_update=False),
-                "temperature": _slider(widgets.FloatSlider, 0.8, "temperature", min=0.05, max=2.0, step=0.05),
-                "top_k": _slider(widgets.IntSlider, 0, "top-k (0 = off)", min=0, max=max_top_k),
-                "top_p": _slider(widgets.FloatSlider, 1.0, "top-p (1 = off)", min=0.05, max=1.0, step=0.05),
-                "length": _slider(widgets.IntSlider, length, "length", min=10, max=1000, step=10),
+                "temperature": slider(widgets.FloatSlider, 0.8, "temperature", min=0.05, max=2.0, step=0.05),
+                "top_k": slider(widgets.IntSlider, 0, "top-k (0 = off)", min=0, max=max_top_k),
+                "top_p": slider(widgets.FloatSlider, 1.0, "top-p (1 = off)", min=0.05, max=1.0, step=0.05),
+                "length": slider(widgets.IntSlider, length, "length", min=10, max=1000, step=10),
                 "seed": widgets.BoundedIntText(value=0, min=0, max=10**6, description="seed")}
 
     def draw(**values):

@@ -157,9 +157,9 @@ def test_reference_multi_head_attention_matches_the_package():
 def test_multi_head_attention(capsys):
     ref = ex.reference_multi_head_attention
     accepts(ex.check_multi_head_attention, ref, capsys)
-    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, split="no_w_o"), capsys, "W^O")
-    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, split="scale_d_model"), capsys, "not √d_model")
-    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, split="no_transpose"), capsys, "view(B, H, T, d_k)")
+    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, mistake="no_w_o"), capsys, "W^O")
+    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, mistake="scale_d_model"), capsys, "not √d_model")
+    rejects(ex.check_multi_head_attention, lambda *a: ref(*a, mistake="no_transpose"), capsys, "view(B, H, T, d_k)")
 
 
 # ---------------------------------------------------------------- 03

@@ -160,3 +160,58 @@ def test_explorers_display_widget_and_static_view():
     playground = E.sampling_explorer(fake_generate)
     assert playground._repr_mimebundle_()["text/plain"].startswith("ROMEO:")
     assert "temperature" in playground.render(temperature=0.0)
+
+
+# ---------------------------------------------------------------- plugging in the course's models (untrained, tiny)
+
+
+def test_attention_explorer_with_the_course_models():
+    from shared.gpt import GPT, GPTConfig
+    from shared.reversal import make_model, seq2seq_sample
+
+    torch.manual_seed(0)
+    model = make_model("encoder_decoder", d_model=16, n_heads=2, n_layers=2, d_ff=32).eval()
+    sources = [[1, 2, 3], [4, 5, 6, 7, 8]]
+
+    def reversal_example(i):
+        src_in, tgt_in, _ = seq2seq_sample(sources[i])
+        with torch.no_grad():
+            model(torch.tensor([src_in]), torch.tensor([tgt_in]), need_weights=True)
+        src_labels, tgt_labels = [str(d) for d in sources[i]], ["bos"] + [str(d) for d in sources[i][::-1]]
+        return E.attention_example({kind: model.attention_maps(kind)[:, 0] for kind in ("encoder", "self", "cross")},
+                                   {"encoder": (src_labels, src_labels), "self": (tgt_labels, tgt_labels),
+                                    "cross": (tgt_labels, src_labels)})
+
+    explorer = E.attention_explorer(reversal_example, n_examples=len(sources))
+    fig = explorer.render(example_index=1, kind="cross", layer=1, head="all")
+    assert n_images(fig) == 2 and fig.axes[0].images[0].get_array().shape == (6, 5)  # (T_tgt, T_src)
+
+    gpt = GPT(GPTConfig(vocab_size=20, block_size=16, n_layers=2, n_heads=4, d_model=16)).eval()
+
+    def gpt_example(i):
+        tokens = torch.arange(i + 3)[None]  # (1, T)
+        with torch.no_grad():
+            gpt(tokens, need_weights=True)
+        return E.attention_example({"self": gpt.attention_maps()[:, 0]})
+
+    fig = E.attention_explorer(gpt_example, n_examples=3).render(example_index=2, head=3)
+    assert n_images(fig) == 1 and fig.axes[0].images[0].get_array().shape == (5, 5)
+
+
+def test_sampling_playground_with_the_course_gpt():
+    from shared.gpt import GPT, GPTConfig
+    from shared.sampling import generate
+    from shared.shakespeare import CharTokenizer
+
+    tokenizer = CharTokenizer.from_text("ROMEO: but soft, what light\n")
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layers=1, n_heads=2, d_model=16)).eval()
+
+    def generate_text(prompt, temperature, top_k, top_p, max_new_tokens):
+        ids = tokenizer.encode(prompt)[None]  # (1, T)
+        return tokenizer.decode(generate(gpt, ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                                         top_p=top_p)[0])
+
+    text = E.sample_text(generate_text, "ROMEO:", temperature=0.8, top_k=5, top_p=0.9, length=20)
+    assert text.startswith("ROMEO:") and len(text) == 26
+    assert E.sample_text(generate_text, "€", temperature=0.8).startswith("could not generate: ValueError")
