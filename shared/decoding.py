@@ -61,6 +61,8 @@ def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: i
     digits and EOS) is returned as generated, so it can never count as correct.
     """
     max_source_len(model)  # type check
+    if len(sources) == 0:
+        raise ValueError("sources must be a non-empty list of digit lists")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

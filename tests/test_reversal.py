@@ -142,8 +142,9 @@ def test_layer_stack_matches_torch_transformer():
     tgt = torch.tensor([[BOS, 7, 6, 5, 4], [BOS, 9, 8, PAD, PAD]])
     x_src = ours.positional(ours.src_embed(src))
     x_tgt = ours.positional(ours.tgt_embed(tgt))
-    hidden = theirs(x_src, x_tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.bool),
-                    src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
+    future = nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.bool)  # torch: True = blocked
+    hidden = theirs(x_src, x_tgt, tgt_mask=future, src_key_padding_mask=src == PAD,
+                    tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
     got, expected = ours(src, tgt), ours.generator(hidden)
     keep = tgt != PAD
     assert (got[keep] - expected[keep]).abs().max() < 1e-4
