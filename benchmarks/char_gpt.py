@@ -25,7 +25,9 @@ from shared.gpt import GPT, GPTConfig  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
 from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
 
-# model sizes and optimisation settings per shape; "tuned" is the default, "nanogpt" is nanoGPT's CPU recipe
+# model sizes and optimisation settings per shape; "nanogpt" is nanoGPT's CPU recipe, "tuned" (the default) keeps
+# its model but uses lr 3e-3 with warm-up + cosine ending at the deadline; 12 x 64 batches gave the most tokens/s on
+# a 2-core CPU (bigger batches were slower per token), and block 128 (batch 6) scored worse in the same time.
 SHAPES = {
     "tuned": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=3e-3, warmup=100),
     "nanogpt": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=1e-3, warmup=100),

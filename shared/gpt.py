@@ -45,7 +45,9 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
         self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
         self.drop = nn.Dropout(c.dropout)
-        self.blocks = nn.ModuleList(PreLNBlock(c.d_model, c.n_heads, 4 * c.d_model, c.dropout) for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(
+            PreLNBlock(c.d_model, c.n_heads, 4 * c.d_model, c.dropout) for _ in range(c.n_layers)
+        )
         self.norm = nn.LayerNorm(c.d_model)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
