@@ -31,6 +31,8 @@ class ScaledEmbedding(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.scale = math.sqrt(d_model) if scale else 1.0
+        if scale:  # std 1/sqrt(d_model): after the x sqrt(d_model) scale, entries have std 1, like the positions
+            nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
     def forward(self, tokens: Tensor) -> Tensor:
         """(B, T) ids -> (B, T, d_model)."""

@@ -13,7 +13,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from .gpt import GPT, GPTConfig
 from .training import lm_loss
+from .transformer import Transformer, TransformerConfig
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
@@ -49,6 +51,7 @@ class Seq2SeqBatch(NamedTuple):
     tgt_out: Tensor  # reversed + EOS, padding = IGNORE_INDEX
 
     def to(self, device) -> Seq2SeqBatch:
+        """The same batch on `device`."""
         return Seq2SeqBatch(*(t.to(device) for t in self))
 
 
@@ -59,6 +62,7 @@ class LMBatch(NamedTuple):
     labels: Tensor
 
     def to(self, device) -> LMBatch:
+        """The same batch on `device`."""
         return LMBatch(*(t.to(device) for t in self))
 
 
@@ -140,6 +144,7 @@ class ReversalBatches:
         return out
 
     def __call__(self, step: int) -> Seq2SeqBatch | LMBatch:
+        """Batch number `step`, padded, on the device."""
         make = seq2seq_sample if self.arch == "encoder_decoder" else decoder_only_sample
         return collate([make(d) for d in self.sources(step)], self.arch).to(self.device)
 
@@ -164,9 +169,6 @@ def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2
                dropout: float = 0.0):
     """A Transformer (n_layers encoder + n_layers decoder) or a GPT (2 * n_layers blocks) sized for the task."""
     _check_arch(arch)
-    from .gpt import GPT, GPTConfig
-    from .transformer import Transformer, TransformerConfig
-
     if arch == "encoder_decoder":
         config = TransformerConfig(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, n_layers, n_layers,
                                    d_ff or 4 * d_model, dropout, max_len=MAX_LEN + 1, pad_id=PAD)

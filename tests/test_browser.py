@@ -6,6 +6,7 @@ a reason where either is missing. Select it with `pytest -m browser`, leave it o
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -30,6 +31,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 SERVER_START_S, PAGE_S, KERNEL_S, UPDATE_S = 90, 60, 180, 60  # upper bounds of every wait
 SLIDER = ".widget-slider .noUi-handle"
 PLOT = ".jp-OutputArea-output .widget-output img"
+IDLE = '.jp-Notebook-ExecutionIndicator[data-status="idle"]'
 
 
 def _missing() -> str | None:
@@ -46,6 +48,14 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """In the server process: ask Linux to send it SIGTERM if the test process is killed before it can clean up."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _write_notebook(path: Path) -> None:
@@ -78,7 +88,8 @@ def jupyterlab(tmp_path):
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={root}"]
     log = open(tmp_path / "jupyterlab.log", "w")
-    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                              preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S
@@ -105,19 +116,22 @@ def jupyterlab(tmp_path):
 
 
 def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     start = time.monotonic()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(PAGE_S * 1000)
             page.goto(jupyterlab)
             page.wait_for_selector(".jp-Notebook .jp-Cell")
+            page.wait_for_selector(IDLE, timeout=KERNEL_S * 1000)  # the kernel is up: "Run All" is enabled
+            page.click(".jp-Notebook .jp-Cell .jp-InputPrompt")  # make the notebook the current widget
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.click('li[data-command="runmenu:run-all"]')
-            page.wait_for_selector(PLOT, timeout=KERNEL_S * 1000)  # kernel started, torch imported, plot drawn
+            page.wait_for_selector(PLOT, timeout=KERNEL_S * 1000)  # torch imported, explorer built, plot drawn
             before = page.get_attribute(PLOT, "src")
             page.screenshot(path=str(tmp_path / "before.png"))
             handle = page.locator(SLIDER).first  # the d_k slider: 4 -> 64
@@ -132,6 +146,9 @@ def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
             page.screenshot(path=str(tmp_path / "after.png"))
             if os.environ.get("BROWSER_SCREENSHOT"):
                 shutil.copy(tmp_path / "after.png", os.environ["BROWSER_SCREENSHOT"])
+        except PlaywrightError as err:  # a timeout or a missing element: keep a picture of the page for debugging
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            pytest.fail(f"{err}\nscreenshot: {tmp_path / 'failure.png'}, server log: {tmp_path / 'jupyterlab.log'}")
         finally:
             browser.close()
     assert before.startswith("data:image/png") and after.startswith("data:image/png")
