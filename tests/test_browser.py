@@ -6,6 +6,7 @@ a reason where either is missing. Select it with `pytest -m browser`, leave it o
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import os
@@ -115,6 +116,17 @@ def jupyterlab(tmp_path):
         log.close()
 
 
+def _settled(page, deadline: float) -> str:
+    """The plot's src once it has stayed the same for 2 s (or at the deadline)."""
+    src, since = page.get_attribute(PLOT, "src"), time.monotonic()
+    while time.monotonic() - since < 2.0 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = page.get_attribute(PLOT, "src")
+        if now != src:
+            src, since = now, time.monotonic()
+    return src
+
+
 def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
@@ -141,7 +153,7 @@ def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
             page.wait_for_function("([selector, before]) => { const img = document.querySelector(selector);"
                                    " return img !== null && img.src !== before; }", arg=[PLOT, before],
                                    timeout=UPDATE_S * 1000)
-            after = page.get_attribute(PLOT, "src")
+            after = _settled(page, time.monotonic() + UPDATE_S)  # every key press redraws: wait for the last one
             readout = page.locator(".widget-slider .widget-readout").first.inner_text()
             page.screenshot(path=str(tmp_path / "after.png"))
             if os.environ.get("BROWSER_SCREENSHOT"):
@@ -151,7 +163,11 @@ def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
             pytest.fail(f"{err}\nscreenshot: {tmp_path / 'failure.png'}, server log: {tmp_path / 'jupyterlab.log'}")
         finally:
             browser.close()
-    assert before.startswith("data:image/png") and after.startswith("data:image/png")
-    assert after != before
     assert readout.strip() == "64"
+    assert after != before
+    # the browser shows exactly the figures the callback draws for d_k=4 and then d_k=64
+    from shared.explorers import figure_png, softmax_scaling_figure
+
+    for src, d_k in ((before, 4), (after, 64)):
+        assert src == "data:image/png;base64," + base64.b64encode(figure_png(softmax_scaling_figure(d_k))).decode()
     print(f"browser test: {time.monotonic() - start:.1f} s from page load to the changed plot")
