@@ -19,15 +19,6 @@ ARCHS = ["encoder_decoder", "decoder_only"]
 SOURCES = [[1, 2, 3], [9, 8, 7, 6, 5, 4, 3], [0, 0, 1, 1], [5] * MAX_LEN, [4, 2, 4]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids waiting on a busy second core (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def small(arch):
     torch.manual_seed(0)
     model = make_model(arch, d_model=32, n_heads=4, n_layers=1).eval()

@@ -27,15 +27,6 @@ from shared.transformer import Transformer, TransformerConfig
 from .helpers import copy_layer_to_torch
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny matrices: one thread avoids waiting on a busy second core (restored afterwards)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(autouse=True)
 def seed():
     torch.manual_seed(0)
