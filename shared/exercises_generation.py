@@ -210,7 +210,7 @@ def check_kv_cache_step(c: Checker) -> None:
     c.error_hint = ("print the shapes of your cache: keys and values grow along the time axis, "
                     "torch.cat([k_past, k], dim=2) gives (B, H, t + 1, d_k).")
     for t in range(T):
-        case = f"step {t} (cache holds {t} positions)"
+        case = f"step {t} (cache holds {t} position{'s' if t != 1 else ''})"
         qt, kt, vt = q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1]  # (B, H, 1, d_k)
         out, new_cache = c.unpack(c.call(case, qt.clone(), kt.clone(), vt.clone(), cache), case, ("out", "cache"))
         k_all, v_all = c.unpack(new_cache, case, ("k_all", "v_all"))
