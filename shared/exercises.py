@@ -37,8 +37,7 @@ from .exercises_masks import (  # 03, 04
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "01": [check_scaled_scores, check_softmax_temperature, check_attention],
     "02": [check_split_heads, check_merge_heads, check_multi_head_attention],
-    "03": [check_causal_mask, check_padding_mask, check_attention],  # 01 calls it with masks=False, 03 with
-    # fully_masked_rows=True
+    "03": [check_causal_mask, check_padding_mask, check_attention],  # here with fully_masked_rows=True
     "04": [check_sinusoidal_table, check_learned_positions],
     "05": [check_decoder_inputs, check_greedy_step, check_exact_match],
     "06": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
