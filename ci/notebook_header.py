@@ -57,7 +57,7 @@ def badge_source(notebook: pathlib.Path, url: str) -> str:
 
 
 def _cell(cell_type: str, source: str, tags=()) -> dict:
-    cell = {"cell_type": cell_type, "metadata": {"tags": list(tags)} if tags else {}, "source": source}
+    cell = {"cell_type": cell_type, "metadata": {"tags": list(tags)} if tags else {}, "source": _lines(source)}
     if cell_type == "code":
         cell.update(execution_count=None, outputs=[])
     return cell
@@ -69,15 +69,20 @@ def updated(notebook: pathlib.Path, url: str) -> dict:
     cells = nb["cells"]
     badge = badge_source(notebook, url)
     if cells and BADGE_TAG in cells[0].get("metadata", {}).get("tags", []):
-        cells[0]["source"] = badge
+        cells[0]["source"] = _lines(badge)
     else:
         cells.insert(0, _cell("markdown", badge, tags=[BADGE_TAG]))
         cells[0]["id"] = "colab-badge"
     setup_cell = next((c for c in cells if c["cell_type"] == "code"), None)
     if setup_cell is None:
         raise SystemExit(f"{notebook} has no code cell to use as its setup cell")
-    setup_cell["source"] = SETUP_TEMPLATE.format(repo_url=url)
+    setup_cell["source"] = _lines(SETUP_TEMPLATE.format(repo_url=url))
     return nb
+
+
+def _lines(text: str) -> list[str]:
+    """Notebook JSON stores a cell's source as a list of lines; keep that form so diffs stay small."""
+    return text.splitlines(keepends=True)
 
 
 def _as_text(nb: dict) -> list[str]:
@@ -85,7 +90,9 @@ def _as_text(nb: dict) -> list[str]:
 
 
 def notebooks() -> list[pathlib.Path]:
-    return sorted((ROOT / "notebooks").rglob("[0-9][0-9]_*.ipynb"))
+    """The course notebooks and solutions; JupyterLab's `.ipynb_checkpoints/` copies are not course notebooks."""
+    found = (ROOT / "notebooks").rglob("[0-9][0-9]_*.ipynb")
+    return sorted(p for p in found if ".ipynb_checkpoints" not in p.parts)
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Exercise checkers for notebooks 01-06: `check_<name>(your_function) -> bool`, with friendly feedback.
+"""Exercise checkers for notebooks 01-11: `check_<name>(your_function) -> bool`, with friendly feedback.
 
 Each checker runs your function on seeded random and edge-case inputs (tiny sizes, T=1, fully masked rows,
 ties, p=1.0, k=1, ...), compares it with the course's reference and prints which case differs and why, with

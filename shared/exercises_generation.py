@@ -1,4 +1,4 @@
-"""Exercise checkers for notebooks 05 (reversal: decoder inputs, greedy step, exact match) and 06 (sampling).
+"""Exercise checkers for notebooks 06 (reversal: decoder inputs, greedy step, exact match) and 08 (sampling).
 
 Import them from `shared.exercises`; see there and `shared.feedback` for how a checker reports.
 """

@@ -1,4 +1,4 @@
-"""Explorers for trained models (notebooks 05 and 06): attention maps per layer and head, and a sampling playground.
+"""Explorers for trained models (notebooks 06 and 08): attention maps per layer and head, and a sampling playground.
 
 Both take plain callables, so they do not depend on one model class: an `example_fn(i)` that returns the
 attention maps of example i (see `attention_example`), and a `generate_text(prompt, ...)` that returns text.

@@ -29,3 +29,20 @@ def test_the_url_is_written_once_outside_the_notebooks():
     tracked = [ROOT / name for name in listed.split() if not name.endswith(".ipynb")]
     holders = [p.relative_to(ROOT).as_posix() for p in tracked if p.is_file() and url in p.read_text(errors="ignore")]
     assert holders == ["pyproject.toml"]
+
+
+def test_jupyterlab_checkpoint_copies_are_not_course_notebooks():
+    """JupyterLab writes notebooks/.ipynb_checkpoints/NN_…-checkpoint.ipynb the moment a notebook is opened."""
+    folder = ROOT / "notebooks" / ".ipynb_checkpoints"
+    created = not folder.exists()
+    folder.mkdir(exist_ok=True)
+    copy = folder / "01_scaled_dot_product_attention-checkpoint.ipynb"
+    try:
+        copy.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        assert copy not in header.notebooks()
+        assert all(".ipynb_checkpoints" not in p.parts for p in header.notebooks())
+        test_every_notebook_has_the_badge_and_setup_cell_from_the_one_template()
+    finally:
+        copy.unlink(missing_ok=True)
+        if created:
+            folder.rmdir()
