@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import causal_mask, check_mask, combine_masks
+from .rope import RotaryEmbedding
 
 
 def scaled_dot_product_attention(
@@ -63,11 +64,14 @@ class MultiHeadAttention(nn.Module):
     kernel; with them it computes attention step by step with `scaled_dot_product_attention`.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rope: bool = False
+    ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
+        self.rope = RotaryEmbedding(self.d_k) if rope else None  # rotates q and k of self-attention
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W^Q side by side
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
@@ -93,13 +97,24 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
+        """positions: (T,) or (B, T) ints, the new tokens' positions for RoPE (default: after the cache)."""
+        if self.rope is not None and key is not None and key is not query:
+            raise ValueError("rope=True applies to self-attention only: call with key=None (or key=query)")
         key = query if key is None else key
         value = key if value is None else value
         _check_inputs(query, key, value, self.d_model)
         q = self.split_heads(self.w_q(query))  # (B, H, T_q, d_k)
         k = self.split_heads(self.w_k(key))  # (B, H, T_k, d_k)
         v = self.split_heads(self.w_v(value))  # (B, H, T_k, d_v)
+        if self.rope is not None:  # rotate the NEW tokens' q and k before the cache stores k
+            if positions is None:
+                past = len(cache) if cache is not None else 0
+                positions = torch.arange(past, past + q.size(2), device=q.device)  # (T_q,)
+            q, k = self.rope(q, positions), self.rope(k, positions)
+        elif positions is not None:
+            raise ValueError("positions is only used with rope=True")
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H, T_past + T_k, d_k)
         T_q, T_k = q.size(2), k.size(2)
