@@ -1,0 +1,97 @@
+import copy
+import importlib.util
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("clean_notebook", ROOT / "ci" / "clean_notebook.py")
+clean = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(clean)
+
+TIMES = {
+    "iopub.execute_input": "2026-11-30T10:07:13.831424Z",
+    "iopub.status.busy": "2026-11-30T10:07:13.831239Z",
+    "iopub.status.idle": "2026-11-30T10:07:15.206158Z",
+    "shell.execute_reply": "2026-11-30T10:07:15.205266Z",
+}
+
+
+def executed_notebook() -> dict:
+    """A small notebook as `nbconvert --execute` writes it: timestamps beside tags, outputs, a non-ASCII char."""
+    output = {"name": "stdout", "output_type": "stream", "text": ["weights ␣ 0.683\n"]}
+    return {
+        "cells": [
+            {"cell_type": "markdown", "id": "a", "metadata": {"tags": ["colab-badge"]}, "source": ["# Títle"]},
+            {"cell_type": "code", "execution_count": 1, "id": "b", "metadata": {"execution": dict(TIMES)},
+             "outputs": [output], "source": ["print(1)"]},
+            {"cell_type": "code", "execution_count": 2, "id": "c",
+             "metadata": {"ExecuteTime": {"end_time": "2026-11-30T10:00:00Z"}, "tags": ["keep"], "scrolled": True},
+             "outputs": [], "source": ["x = 2"]},
+        ],
+        "metadata": {"kernelspec": {"name": "python3"}, "widgets": {"state": {}}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def test_timestamps_are_removed_and_everything_else_is_kept():
+    nb = executed_notebook()
+    before = copy.deepcopy(nb)
+    assert clean.volatile_keys(nb) == ["cell 1: execution", "cell 2: ExecuteTime"]
+    out = clean.cleaned(nb)
+    assert clean.volatile_keys(out) == []
+    assert out["cells"][1]["metadata"] == {}
+    assert out["cells"][2]["metadata"] == {"tags": ["keep"], "scrolled": True}
+    assert out["cells"][0] == before["cells"][0]
+    assert [c.get("outputs") for c in out["cells"]] == [c.get("outputs") for c in before["cells"]]
+    assert out["metadata"] == before["metadata"]
+
+
+def test_loose_iopub_keys_are_removed_too():
+    nb = executed_notebook()
+    nb["cells"][2]["metadata"].update(TIMES)
+    clean.cleaned(nb)
+    assert not any(k.startswith(("iopub.", "shell.")) for c in nb["cells"] for k in c["metadata"])
+
+
+def test_file_round_trip_writes_the_repository_style_and_is_idempotent(tmp_path):
+    path = tmp_path / "01_x.ipynb"
+    path.write_text(json.dumps(executed_notebook(), indent=2), encoding="utf-8")
+    assert clean.clean_file(path) is True
+    text = path.read_text(encoding="utf-8")
+    assert text == json.dumps(json.loads(text), indent=1, ensure_ascii=False) + "\n"
+    assert "␣" in text and "Títle" in text  # not escaped to \u2423
+    assert "iopub" not in text and "ExecuteTime" not in text
+    assert clean.clean_file(path) is False  # a second pass changes nothing
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_command_line_cleans_and_check_reports(tmp_path):
+    path = tmp_path / "02_x.ipynb"
+    path.write_text(json.dumps(executed_notebook()), encoding="utf-8")
+    script = [str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").exists() else "python",
+              str(ROOT / "ci" / "clean_notebook.py")]
+    check = subprocess.run([*script, "--check", str(path)], capture_output=True, text=True)
+    assert check.returncode == 1 and "volatile" in check.stdout
+    subprocess.run([*script, str(path)], check=True, capture_output=True)
+    assert subprocess.run([*script, "--check", str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("bad", [[], {"cells": None}, "notebook"])
+def test_bad_input_is_rejected(bad):
+    with pytest.raises(ValueError, match="nb"):
+        clean.cleaned(bad)
+
+
+def test_no_tracked_notebook_stores_execution_timestamps():
+    listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    paths = [ROOT / name for name in listed if ".ipynb_checkpoints" not in pathlib.Path(name).parts]
+    assert len(paths) >= 6
+    dirty = {p.relative_to(ROOT).as_posix(): clean.volatile_keys(json.loads(p.read_text(encoding="utf-8")))
+             for p in paths if p.is_file()}
+    dirty = {name: keys[:1] for name, keys in dirty.items() if keys}
+    assert not dirty, f"run: python ci/clean_notebook.py {' '.join(dirty)}"
