@@ -57,8 +57,11 @@ class Transformer(nn.Module):
         self.encoder = nn.ModuleList(EncoderLayer(*sizes) for _ in range(c.n_encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*sizes) for _ in range(c.n_decoder_layers))
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)  # output projection to the target vocabulary
-        for p in self.parameters():  # Xavier/Glorot init of every matrix, as in the Annotated Transformer
-            if p.dim() > 1:
+        # Xavier/Glorot init of every matrix, as in the Annotated Transformer, except the two embeddings: they
+        # keep ScaledEmbedding's N(0, 1/d_model), so that after the x sqrt(d_model) factor tokens have std 1.
+        embeddings = {id(self.src_embed.embedding.weight), id(self.tgt_embed.embedding.weight)}
+        for p in self.parameters():
+            if p.dim() > 1 and id(p) not in embeddings:
                 nn.init.xavier_uniform_(p)
 
     def num_parameters(self) -> int:
