@@ -24,14 +24,21 @@ def _check_labels(labels, n: int, name: str) -> None:
 
 
 def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
-                   ax=None, title: str = "", colorbar: bool = True):
-    """One heatmap of attention weights (T_q, T_k): rows are queries, columns are keys."""
+                   ax=None, title: str = "", colorbar: bool = True, vmin: float = 0.0, vmax: float | None = 1.0):
+    """One heatmap of attention weights (T_q, T_k): rows are queries, columns are keys.
+
+    The colour scale is fixed to [vmin, vmax] = [0, 1] so that heatmaps drawn side by side compare;
+    vmax=None scales to this map's own maximum instead.
+    """
     w = _to_2d(weights, "weights")
     _check_labels(x_labels, w.shape[1], "x_labels")
     _check_labels(y_labels, w.shape[0], "y_labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.5))
-    image = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-9), aspect="auto")
+    top = max(float(w.max()), vmin + 1e-9) if vmax is None else vmax
+    if not top > vmin:
+        raise ValueError(f"vmax must be greater than vmin ({vmin}), got {vmax!r}")
+    image = ax.imshow(w, cmap="viridis", vmin=vmin, vmax=top, aspect="auto")
     if x_labels is not None:
         long_labels = len(x_labels) > 12 or sum(len(str(label)) for label in x_labels) > 3 * len(x_labels)
         ax.set_xticks(range(len(x_labels)), list(x_labels), rotation=90 if long_labels else 0)
@@ -46,8 +53,11 @@ def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Seq
 
 
 def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[str] | None = None,
-                        ncols: int = 4, suptitle: str = "", cell: float = 3.0):
-    """A grid of heatmaps from (N, T_q, T_k) weights, e.g. one per head; returns the figure."""
+                        ncols: int = 4, suptitle: str = "", cell: float = 3.0, colorbar: bool = True):
+    """A grid of heatmaps from (N, T_q, T_k) weights, e.g. one per head, on one 0-1 scale; returns the figure.
+
+    The heatmap axes come first in `fig.axes`; with colorbar=True one shared colorbar is the last axes.
+    """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() != 3:
         raise ValueError(f"weights must be (N, T_q, T_k), e.g. (heads, T_q, T_k); got {tuple(w.shape)}")
@@ -69,7 +79,23 @@ def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[
     if suptitle:
         fig.suptitle(suptitle)
     fig.tight_layout()
+    if colorbar:
+        shared_colorbar(axes.flat[:n])
     return fig
+
+
+def shared_colorbar(axes, label: str = "attention weight"):
+    """One colorbar for several heatmaps drawn on the same scale (call it after `fig.tight_layout()`)."""
+    axes = list(axes)
+    images = [image for ax in axes for image in ax.images]
+    if not images:
+        raise ValueError("axes must hold at least one heatmap (drawn with imshow), got none")
+    limits = {tuple(image.get_clim()) for image in images}
+    if len(limits) != 1:
+        raise ValueError(f"axes must share one colour scale to share a colorbar, got scales {sorted(limits)}")
+    bar = axes[0].figure.colorbar(images[0], ax=axes, fraction=0.046 if len(axes) == 1 else 0.03, pad=0.03)
+    bar.set_label(label)
+    return bar
 
 
 def plot_mask(mask, x_labels=None, y_labels=None, ax=None, title: str = "mask"):

@@ -14,6 +14,7 @@ from shared.plotting import (  # noqa: E402
     plot_loss,
     plot_mask,
     plot_positional_encoding,
+    shared_colorbar,
 )
 from shared.training import History  # noqa: E402
 
@@ -58,8 +59,8 @@ def test_plot_attention_rejects_wrong_label_count():
 def test_plot_attention_grid_draws_one_heatmap_per_map_and_hides_spare_axes():
     weights = torch.rand(5, 4, 4).softmax(-1)  # (N, T_q, T_k)
     fig = plot_attention_grid(weights, x_labels=list("abcd"), y_labels=list("abcd"), ncols=2, suptitle="heads")
-    axes = fig.axes
-    assert len(axes) == 6  # 3 rows x 2 columns
+    axes = fig.axes[:6]  # 3 rows x 2 columns, then one shared colorbar
+    assert len(fig.axes) == 7
     assert [len(ax.images) for ax in axes] == [1, 1, 1, 1, 1, 0]
     assert not axes[5].axison
     assert [ax.get_title() for ax in axes[:5]] == [f"head {i}" for i in range(5)]
@@ -68,7 +69,41 @@ def test_plot_attention_grid_draws_one_heatmap_per_map_and_hides_spare_axes():
 
 def test_plot_attention_grid_uses_given_titles():
     fig = plot_attention_grid(torch.rand(2, 3, 3), titles=["first", "second"])
-    assert [ax.get_title() for ax in fig.axes] == ["first", "second"]
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["first", "second"]
+
+
+def test_compared_heatmaps_share_one_0_to_1_scale_and_one_colorbar():
+    # two maps whose maxima differ a lot: per-panel scales would make 0.3 and 1.0 look the same colour
+    sharp, flat = torch.eye(3), torch.full((3, 3), 1 / 3)
+    fig = plot_attention_grid(torch.stack([sharp, flat]), ncols=2)
+    heatmaps, bars = fig.axes[:2], fig.axes[2:]
+    assert [tuple(ax.images[0].get_clim()) for ax in heatmaps] == [(0.0, 1.0), (0.0, 1.0)]
+    assert len(bars) == 1 and not bars[0].images  # exactly one colorbar, for both
+    assert len(plot_attention_grid(torch.stack([sharp, flat]), colorbar=False).axes) == 2
+    ax = plot_attention(flat, colorbar=False)
+    assert tuple(ax.images[0].get_clim()) == (0.0, 1.0)
+    assert tuple(plot_attention(flat, colorbar=False, vmax=None).images[0].get_clim()) == pytest.approx((0, 1 / 3))
+
+
+def test_shared_colorbar_for_panels_drawn_one_by_one():
+    fig, axes = plt.subplots(1, 2)
+    plot_attention(torch.eye(3), ax=axes[0], colorbar=False)
+    plot_attention(torch.full((3, 3), 0.2), ax=axes[1], colorbar=False)
+    bar = shared_colorbar(axes, label="weight")
+    assert len(fig.axes) == 3 and bar.ax.get_ylabel() == "weight"
+    assert tuple(bar.mappable.get_clim()) == (0.0, 1.0)
+
+
+def test_shared_colorbar_rejects_mixed_scales_and_empty_axes():
+    fig, axes = plt.subplots(1, 2)
+    plot_attention(torch.eye(3), ax=axes[0], colorbar=False)
+    plot_attention(torch.eye(3) * 0.5, ax=axes[1], colorbar=False, vmax=None)
+    with pytest.raises(ValueError, match="one colour scale"):
+        shared_colorbar(axes)
+    with pytest.raises(ValueError, match="axes"):
+        shared_colorbar([plt.subplots()[1]])
+    with pytest.raises(ValueError, match="vmax"):
+        plot_attention(torch.eye(3), vmax=0.0)
 
 
 @pytest.mark.parametrize("shape", [(3, 3), (1, 2, 3, 3)])
