@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import causal_mask, check_mask, combine_masks
+from .modern import repeat_kv
 from .rope import RotaryEmbedding
 
 
@@ -62,25 +63,48 @@ class MultiHeadAttention(nn.Module):
     forward(query (B, T_q, d_model), key/value (B, T_k, d_model)) -> (output (B, T_q, d_model),
     weights (B, H, T_q, T_k) when need_weights else None). Without weights it takes PyTorch's fused
     kernel; with them it computes attention step by step with `scaled_dot_product_attention`.
+    Options: n_kv_heads < n_heads is grouped-query attention (1: multi-query), H / n_kv_heads query heads
+    share each key/value head; fused_qkv computes q, k and v with one matrix `w_qkv`; bias=False drops biases.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rope: bool = False
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rope: bool = False,
+        n_kv_heads: int | None = None, fused_qkv: bool = False,
     ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads)
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        if not isinstance(n_kv_heads, int) or isinstance(n_kv_heads, bool) or n_kv_heads < 1 or n_heads % n_kv_heads:
+            raise ValueError(f"n_kv_heads must be a positive int that divides n_heads={n_heads}, got {n_kv_heads!r}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads, self.fused_qkv = n_kv_heads, fused_qkv
         self.dropout = dropout
         self.rope = RotaryEmbedding(self.d_k) if rope else None  # rotates q and k of self-attention
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W^Q side by side
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        d_kv = n_kv_heads * self.d_k  # width of all key (or value) heads together
+        if fused_qkv:
+            self.w_qkv = nn.Linear(d_model, d_model + 2 * d_kv, bias=bias)  # rows: [W^Q; W^K; W^V]
+        else:
+            self.w_q = nn.Linear(d_model, d_model, bias=bias)  # all heads' W^Q side by side
+            self.w_k = nn.Linear(d_model, d_kv, bias=bias)
+            self.w_v = nn.Linear(d_model, d_kv, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(B, T, d_model) -> (B, H, T, d_k)."""
+        """(B, T, heads * d_k) -> (B, heads, T, d_k)."""
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
+        return x.view(B, T, -1, self.d_k).transpose(1, 2)  # (B, T, H, d_k) -> (B, H, T, d_k)
+
+    def project_qkv(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """-> q (B, H, T_q, d_k), k and v (B, n_kv_heads, T_k, d_k)."""
+        if not self.fused_qkv:
+            return self.split_heads(self.w_q(query)), self.split_heads(self.w_k(key)), self.split_heads(self.w_v(value))
+        sizes = [self.d_model, self.n_kv_heads * self.d_k, self.n_kv_heads * self.d_k]
+        if key is query and value is query:  # self-attention: one matrix product for q, k and v
+            q, k, v = self.w_qkv(query).split(sizes, dim=-1)
+        else:  # cross-attention: the same weights, applied to different inputs
+            biases = self.w_qkv.bias.split(sizes) if self.w_qkv.bias is not None else (None,) * 3
+            q, k, v = (F.linear(x, w, b) for x, w, b in zip((query, key, value), self.w_qkv.weight.split(sizes), biases))
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """(B, H, T, d_k) -> (B, T, d_model)."""
@@ -105,9 +129,7 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         _check_inputs(query, key, value, self.d_model)
-        q = self.split_heads(self.w_q(query))  # (B, H, T_q, d_k)
-        k = self.split_heads(self.w_k(key))  # (B, H, T_k, d_k)
-        v = self.split_heads(self.w_v(value))  # (B, H, T_k, d_v)
+        q, k, v = self.project_qkv(query, key, value)  # (B, H, T_q, d_k), k and v (B, H_kv, T_k, d_k)
         if self.rope is not None:  # rotate the NEW tokens' q and k before the cache stores k
             if positions is None:
                 past = len(cache) if cache is not None else 0
@@ -116,7 +138,9 @@ class MultiHeadAttention(nn.Module):
         elif positions is not None:
             raise ValueError("positions is only used with rope=True")
         if cache is not None:
-            k, v = cache.update(k, v)  # (B, H, T_past + T_k, d_k)
+            k, v = cache.update(k, v)  # (B, H_kv, T_past + T_k, d_k): the cache stores only the KV heads
+        n_rep = self.n_heads // self.n_kv_heads
+        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, T_k, d_k): each KV head serves n_rep queries
         T_q, T_k = q.size(2), k.size(2)
         dropout_p = self.dropout if self.training else 0.0
         if mask is not None:

@@ -10,23 +10,30 @@ from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
 
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = W_2 act(W_1 x + b_1) + b_2, applied to every position alone: (B, T, d_model) -> same."""
+    """FFN(x) = W_2 act(W_1 x + b_1) + b_2, applied to every position alone: (B, T, d_model) -> same.
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+    activation="swiglu" (Shazeer 2020, Llama): FFN(x) = W_2 (SiLU(W_gate x) * W_1 x), three matrices of d_ff.
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True
+    ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
         self.activation = ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        h = self.activation(self.linear1(x)) if self.gate is None else self.activation(self.gate(x)) * self.linear1(x)
+        return self.linear2(self.dropout(h))  # h: (B, T, d_ff)
 
 
 class EncoderLayer(nn.Module):
