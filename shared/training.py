@@ -15,31 +15,46 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
+from tqdm.notebook import tqdm_notebook
+
+from .distributed import Precision, all_reduce_max, all_reduce_sum, backward_micro_batches, current_ranks
 
 Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
 
 
-def lm_loss(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, int]:
-    """Mean cross-entropy over the targets that are not `ignore_index`, and how many there were."""
+def lm_loss(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, Tensor]:
+    """Mean cross-entropy over the targets that are not `ignore_index`, and how many there were.
+
+    The count is a 0-d tensor on the targets' device (reading it as an int would wait for the GPU).
+    """
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits (B, T, V) {tuple(logits.shape)} and targets (B, T) {tuple(targets.shape)} disagree")
     loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index)
-    return loss, int((targets != ignore_index).sum())
+    return loss, (targets != ignore_index).sum()
 
 
 def noam_schedule(d_model: int, warmup: int) -> Schedule:
     """The paper's schedule: lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (use base lr 1.0)."""
+    for name, value in (("d_model", d_model), ("warmup", warmup)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"noam_schedule: {name} must be a positive int (steps of warm-up; the paper "
+                             f"uses d_model=512, warmup=4000), got {value!r}")
     return lambda step, frac: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
 
 
 def warmup_cosine(warmup: int, min_ratio: float = 0.1) -> Schedule:
-    """Linear warm-up over `warmup` steps, then cosine decay to `min_ratio` by the end of the run."""
+    """Linear warm-up to the peak over `warmup` steps, then cosine from 1 to `min_ratio` over the remaining steps."""
     if warmup < 0 or not 0.0 <= min_ratio <= 1.0:
         raise ValueError(f"need warmup >= 0 and 0 <= min_ratio <= 1, got {warmup}, {min_ratio}")
 
     def schedule(step: int, frac: float) -> float:
-        cosine = 0.5 * (1.0 + math.cos(math.pi * min(frac, 1.0)))
-        return min(1.0, (step + 1) / max(warmup, 1)) * (min_ratio + (1.0 - min_ratio) * cosine)
+        if step < warmup:
+            return (step + 1) / warmup
+        # the run has about step / frac steps; decay over the part after warm-up
+        denominator = step - warmup * frac
+        done = frac * (step - warmup) / denominator if denominator > 0 else float(frac >= 1.0)
+        cosine = 0.5 * (1.0 + math.cos(math.pi * min(max(done, 0.0), 1.0)))
+        return min_ratio + (1.0 - min_ratio) * cosine
 
     return schedule
 
@@ -67,6 +82,7 @@ class History:
     seconds: list[float] = field(default_factory=list)  # training time so far, at each logged step
     val_step: list[int] = field(default_factory=list)
     val_loss: list[float] = field(default_factory=list)
+    grad_norm: list[float] = field(default_factory=list)  # mean gradient norm before clipping, per log interval
     next_step: int = 0
 
 
@@ -88,11 +104,17 @@ def train(
     checkpoint_every: int = 0,
     progress: bool = True,
     desc: str = "train",
+    micro_batches: int = 1,
+    precision: str | Precision = "fp32",
 ) -> History:
     """Train until `max_steps` (or `max_seconds` of training time); pass a saved `history` to resume.
 
     `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over). With `max_seconds`
     the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
+    `micro_batches` splits each batch for gradient accumulation; `precision` ('fp32', 'bf16', 'fp16', 'auto')
+    runs the forward pass under autocast. Inside a torchrun process group (see shared.distributed) pass a
+    DDP model and this rank's shard of each batch: the logged loss covers all ranks, rank 0 alone shows
+    the bar and calls checkpoint_fn, and a time budget stops every rank at the same step.
     """
     if not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
@@ -103,9 +125,11 @@ def train(
         group.setdefault("base_lr", group["lr"])
     seconds = history.seconds[-1] if history.seconds else 0.0
     tokens = history.tokens[-1] if history.tokens else 0
-    loss_sum, loss_tokens = torch.zeros(()), 0
-    bar = tqdm(total=max_steps, initial=history.next_step, desc=desc, disable=not progress, leave=True)
-    step = history.next_step
+    loss_sum = loss_tokens = norm_sum = 0  # summed on the device; read back only when logging (one sync)
+    ranks = current_ranks()  # rank 0 of 1 outside a process group
+    amp = precision if isinstance(precision, Precision) else Precision(precision, next(model.parameters()).device)
+    bar = _open_bar(max_steps, history.next_step, desc, progress and ranks.is_main)
+    step = logged_at = history.next_step
     while step < max_steps and (max_seconds is None or seconds < max_seconds):
         started = time.perf_counter()
         frac = step / max_steps if max_seconds is None else max(step / max_steps, seconds / max_seconds)
@@ -113,34 +137,70 @@ def train(
         for group in optimizer.param_groups:
             group["lr"] = group["base_lr"] * factor
         model.train()
-        loss, n = loss_fn(model, batch_fn(step))
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
-        loss_sum, loss_tokens, tokens = loss_sum + loss.detach().cpu() * n, loss_tokens + n, tokens + n
+        weighted, n = backward_micro_batches(model, loss_fn, batch_fn(step), micro_batches, amp)  # loss * n, n
+        norm = amp.step(optimizer, grad_clip)  # clip (None: measure only) and step; fp16 unscales first
+        loss_sum, loss_tokens, norm_sum = loss_sum + weighted, loss_tokens + n, norm_sum + norm.detach()
         step += 1
         seconds += time.perf_counter() - started
+        if max_seconds is not None and ranks.world_size > 1:
+            seconds = all_reduce_max(seconds)  # every rank agrees on the clock, so all stop at the same step
         last = step == max_steps or (max_seconds is not None and seconds >= max_seconds)
         if step % log_every == 0 or last:
+            n_steps, logged_at = step - logged_at, step
+            loss_sum, loss_tokens = all_reduce_sum(loss_sum, loss_tokens)  # over all ranks (DDP)
+            tokens += int(loss_tokens)
             history.step.append(step)
-            history.loss.append(float(loss_sum) / max(loss_tokens, 1))
+            history.loss.append(float(loss_sum) / max(int(loss_tokens), 1))
             history.lr.append(optimizer.param_groups[0]["lr"])
             history.tokens.append(tokens)
             history.seconds.append(seconds)
-            loss_sum, loss_tokens = torch.zeros(()), 0
-            bar.set_postfix(loss=f"{history.loss[-1]:.4f}", lr=f"{history.lr[-1]:.2e}")
+            history.grad_norm.append(float(norm_sum) / max(n_steps, 1))
+            loss_sum = loss_tokens = norm_sum = 0
+            bar.set_postfix(_postfix(history))
         if eval_fn is not None and eval_every and (step % eval_every == 0 or last):
             history.val_step.append(step)
             history.val_loss.append(evaluate(model, eval_fn))
-            bar.set_postfix(loss=f"{history.loss[-1]:.4f}", val=f"{history.val_loss[-1]:.4f}")
+            bar.set_postfix(_postfix(history))
         history.next_step = step
-        if checkpoint_fn is not None and checkpoint_every and step % checkpoint_every == 0:
+        if checkpoint_fn is not None and checkpoint_every and step % checkpoint_every == 0 and ranks.is_main:
             checkpoint_fn(history)
         bar.update(1)
-    bar.close()
+    _close_bar(bar, step)
     return history
+
+
+def _postfix(history: History) -> dict[str, str]:
+    """What the progress bar shows after its count: the latest logged loss, lr and validation loss."""
+    shown = {}
+    if history.loss:
+        shown.update(loss=f"{history.loss[-1]:.4f}", lr=f"{history.lr[-1]:.2e}")
+    if history.val_loss:
+        shown["val"] = f"{history.val_loss[-1]:.4f}"
+    return shown
+
+
+def _open_bar(total: int, initial: int, desc: str, progress: bool):
+    """A tqdm bar; in Jupyter a widget displayed with an id, so that its final state can be stored."""
+    if progress and issubclass(tqdm, tqdm_notebook):
+        from IPython.display import display
+
+        bar = tqdm(total=total, initial=initial, desc=desc, leave=True, display=False)
+        bar.handle = display(bar.container, display_id=True)
+        return bar
+    return tqdm(total=total, initial=initial, desc=desc, disable=not progress, leave=True)
+
+
+def _close_bar(bar, step: int) -> None:
+    """Close at the real count: a run stopped by its time budget ends as a finished bar, not a failed one."""
+    if step and bar.total != step:
+        bar.total = step
+        if hasattr(bar, "container"):
+            bar.container.children[1].max = step
+        bar.refresh()
+    bar.close()
+    if getattr(bar, "handle", None) is not None:
+        bar.handle.update(bar.container)  # the notebook keeps this last picture (its text shows the final count)
 
 
 @torch.no_grad()

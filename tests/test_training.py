@@ -3,7 +3,10 @@ import math
 import pytest
 import torch
 from torch import nn
+from tqdm import tqdm as text_tqdm
+from tqdm.notebook import tqdm_notebook
 
+import shared.training
 from shared.gpt import GPT, GPTConfig
 from shared.runtime import choose, fast_mode, get_device, seed_everything
 from shared.training import History, lm_loss, make_adamw, noam_schedule, train, warmup_cosine
@@ -26,7 +29,7 @@ def test_schedules():
     assert noam(3999, 0.0) == pytest.approx(peak, rel=1e-3) and noam(0, 0.0) < noam(100, 0.0)
     sched = warmup_cosine(warmup=10, min_ratio=0.1)
     assert sched(0, 0.0) == pytest.approx(0.1) and sched(9, 0.05) == pytest.approx(1.0, abs=0.01)
-    assert sched(500, 0.5) == pytest.approx(0.55) and sched(999, 1.0) == pytest.approx(0.1)
+    assert sched(505, 0.505) == pytest.approx(0.55) and sched(1000, 1.0) == pytest.approx(0.1)
 
 
 def test_adamw_decays_only_linear_weights():
@@ -87,3 +90,98 @@ def test_runtime_helpers(monkeypatch):
         seed_everything(1.5)
     assert math.isclose(warmup_cosine(0)(0, 0.0), 1.0)
     assert History().next_step == 0
+
+
+def test_train_logs_and_evaluates_on_different_intervals():
+    model = nn.Linear(2, 2)
+    history = train(model, torch.optim.SGD(model.parameters(), 0.1), lambda s: torch.randn(4, 2),
+                    lambda m, b: (m(b).pow(2).mean(), 4), max_steps=20, log_every=10, eval_every=5,
+                    eval_fn=lambda m: 0.0)  # progress bar on: its postfix must not read an empty loss log
+    assert history.step == [10, 20] and history.val_step == [5, 10, 15, 20]
+
+
+def test_warmup_cosine_reaches_peak_then_decays_over_the_remaining_steps():
+    steps, warmup = 100, 10
+    sched = warmup_cosine(warmup, min_ratio=0.2)
+    values = [sched(s, s / steps) for s in range(steps)]
+    assert max(values) == pytest.approx(1.0) and values.index(max(values)) == warmup - 1
+    assert values[warmup] == pytest.approx(1.0)  # the cosine starts at 1 right after warm-up
+    assert sched(55, 0.55) == pytest.approx(0.2 + 0.8 * 0.5)  # halfway through the 90 steps after warm-up
+    assert all(a >= b for a, b in zip(values[warmup:], values[warmup + 1:]))
+    model = nn.Linear(2, 2)  # the same through train(): the logged lr touches the base lr once
+    history = train(model, torch.optim.SGD(model.parameters(), 0.5), lambda s: torch.randn(4, 2),
+                    lambda m, b: (m(b).pow(2).mean(), 4), max_steps=steps, log_every=1,
+                    schedule=sched, progress=False)
+    assert max(history.lr) == pytest.approx(0.5) and history.lr[-1] == pytest.approx(0.5 * 0.2, rel=0.01)
+
+
+def test_noam_schedule_rejects_bad_sizes():
+    with pytest.raises(ValueError, match="warmup must be a positive int"):
+        noam_schedule(d_model=512, warmup=0)
+    with pytest.raises(ValueError, match="d_model must be a positive int"):
+        noam_schedule(d_model=0, warmup=4000)
+    with pytest.raises(ValueError, match="warmup"):
+        noam_schedule(d_model=512, warmup=2.5)
+
+
+def test_train_reads_values_back_from_the_device_only_when_logging(monkeypatch):
+    seed_everything(0)
+    model = nn.Sequential(nn.Embedding(4, 8), nn.Linear(8, 4))
+    data = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3]])
+    reads = []
+    for name in ("cpu", "item", "__int__", "__float__", "tolist"):  # every way to copy a value to the host
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            reads.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    history = train(model, torch.optim.SGD(model.parameters(), 0.1), lambda s: data,
+                    lambda m, b: lm_loss(m(b[:, :-1]), b[:, 1:]), max_steps=40, log_every=20, progress=False)
+    assert history.step == [20, 40] and history.tokens == [20 * 7, 40 * 7]
+    assert len(reads) <= 4 * len(history.step), reads  # a few reads per log line, none per step
+
+
+def test_lm_loss_count_stays_on_the_device():
+    _, n = lm_loss(torch.randn(1, 3, 5), torch.tensor([[1, -100, 2]]))
+    assert isinstance(n, torch.Tensor) and n.dim() == 0 and int(n) == 2
+
+
+def test_train_records_gradient_norms_before_clipping():
+    seed_everything(0)
+    model = nn.Linear(4, 1)
+    batch = torch.randn(16, 4) * 100
+    opt = torch.optim.SGD(model.parameters(), 0.0)  # lr 0: the gradient stays the same every step
+
+    def loss_fn(m, b):
+        return m(b).pow(2).mean(), 16
+
+    history = train(model, opt, lambda s: batch, loss_fn, max_steps=4, log_every=2, grad_clip=1.0, progress=False)
+    model.zero_grad()
+    loss_fn(model, batch)[0].backward()
+    expected = torch.cat([p.grad.flatten() for p in model.parameters()]).norm().item()
+    assert expected > 1.0 and history.grad_norm == pytest.approx([expected, expected], rel=1e-5)
+
+
+@pytest.mark.parametrize("bar_class", [text_tqdm, tqdm_notebook])
+def test_progress_bar_stopped_by_time_budget_ends_finished(monkeypatch, bar_class, capsys):
+    bars = []
+
+    class Recorded(bar_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            bars.append(self)
+
+    monkeypatch.setattr(shared.training, "tqdm", Recorded)
+    model = nn.Linear(2, 2)
+    history = train(model, torch.optim.SGD(model.parameters(), 0.1), lambda s: torch.randn(4, 2),
+                    lambda m, b: (m(b).pow(2).mean(), 4), max_steps=10**6, max_seconds=0.1, desc="budget")
+    (bar,) = bars
+    assert 0 < history.next_step < 10**6 and bar.n == bar.total == history.next_step
+    if bar_class is tqdm_notebook:  # the widget: full, green, and its stored text shows the real count
+        widget = bar.container.children[1]
+        assert widget.max == widget.value == history.next_step and widget.bar_style == "success"
+        assert f"{history.next_step}/{history.next_step}" in repr(bar.container)
+    else:
+        assert "100%|" in capsys.readouterr().err
