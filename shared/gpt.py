@@ -10,12 +10,16 @@ from torch import Tensor, nn
 
 from .attention import KVCache
 from .layers import PreLNBlock
+from .modern import NORMS, make_norm, swiglu_hidden_size
 from .positional import LearnedPositionalEmbedding
 
 
 @dataclass
 class GPTConfig:
-    """Sizes of a GPT. d_ff is 4 * d_model, as in GPT-2."""
+    """Sizes and options of a GPT. The defaults are GPT-2's block; the options below make it a Llama-style one.
+
+    d_ff: FFN width, default 4 * d_model (GELU) or, for SwiGLU, round(2/3 * 4 * d_model), the same weight count.
+    """
 
     vocab_size: int
     block_size: int = 256  # longest context the model can see
@@ -23,6 +27,19 @@ class GPTConfig:
     n_heads: int = 4
     d_model: int = 128
     dropout: float = 0.0
+    norm: str = "layernorm"  # or "rmsnorm"
+    activation: str = "gelu"  # or "swiglu"
+    d_ff: int | None = None  # None: see the class docstring
+    n_kv_heads: int | None = None  # None: n_heads (multi-head); fewer: grouped-query; 1: multi-query
+    fused_qkv: bool = False  # one (d_model -> q|k|v) matrix instead of three
+    bias: bool = True  # False: no biases in linears and norms
+
+    @property
+    def ffn_width(self) -> int:
+        """The FFN's hidden width that this config uses."""
+        if self.d_ff is not None:
+            return self.d_ff
+        return swiglu_hidden_size(self.d_model, 4 * self.d_model) if self.activation == "swiglu" else 4 * self.d_model
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
@@ -33,6 +50,21 @@ class GPTConfig:
             raise ValueError(f"GPTConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        self._check_options()
+
+    def _check_options(self) -> None:
+        for name, allowed in (("norm", NORMS), ("activation", ("gelu", "swiglu"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("d_ff", "n_kv_heads"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"GPTConfig.{name} must be None or a positive int, got {value!r}")
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"GPTConfig.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
+        for name in ("fused_qkv", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
 
 
 class GPT(nn.Module):
@@ -46,9 +78,11 @@ class GPT(nn.Module):
         self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
-            PreLNBlock(c.d_model, c.n_heads, 4 * c.d_model, c.dropout) for _ in range(c.n_layers)
+            PreLNBlock(c.d_model, c.n_heads, c.ffn_width, c.dropout, c.activation, norm=c.norm, bias=c.bias,
+                       n_kv_heads=c.n_kv_heads, fused_qkv=c.fused_qkv)
+            for _ in range(c.n_layers)
         )
-        self.norm = nn.LayerNorm(c.d_model)
+        self.norm = make_norm(c.norm, c.d_model, c.bias)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.apply(self._init_weights)

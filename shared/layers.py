@@ -9,6 +9,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import KVCache, MultiHeadAttention
+from .modern import make_norm
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
 
@@ -87,14 +88,21 @@ class DecoderLayer(nn.Module):
 
 
 class PreLNBlock(nn.Module):
-    """Pre-LN block (GPT-2): x = x + Attn(LN(x)); x = x + FFN(LN(x)). Trains without warm-up tricks."""
+    """Pre-LN block (GPT-2): x = x + Attn(LN(x)); x = x + FFN(LN(x)). Trains without warm-up tricks.
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu"):
+    Options for a Llama-style block: norm="rmsnorm", activation="swiglu", bias=False, and any
+    `MultiHeadAttention` option (n_kv_heads, fused_qkv, rope) as a keyword.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu", *,
+        norm: str = "layernorm", bias: bool = True, **attention_options,
+    ):
         super().__init__()
-        self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = make_norm(norm, d_model, bias)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, **attention_options)
+        self.norm2 = make_norm(norm, d_model, bias)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights = None
 
@@ -105,9 +113,11 @@ class PreLNBlock(nn.Module):
         causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        positions: Tensor | None = None,
     ) -> Tensor:
         """(B, T, d_model) -> same. `causal=True` hides later positions; `cache` holds past keys/values."""
         h = self.norm1(x)
-        attn, self.self_attn_weights = self.attn(h, h, h, mask, causal=causal, need_weights=need_weights, cache=cache)
+        attn, self.self_attn_weights = self.attn(h, h, h, mask, causal=causal, need_weights=need_weights, cache=cache,
+                                                 positions=positions)
         x = x + self.dropout(attn)
         return x + self.dropout(self.ff(self.norm2(x)))
