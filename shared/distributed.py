@@ -1,0 +1,221 @@
+"""Scaling out: data-parallel training under torchrun (DDP), gradient accumulation and mixed precision.
+
+`torchrun --nproc_per_node=N script.py` starts N copies of a script and tells each one its place through
+environment variables (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). `distributed()` joins that
+process group (gloo on CPU, nccl on CUDA) and always leaves it; a plain `python script.py` gets one process
+and no group, so the same script runs both ways. `shared.training.train` uses the rest: it shards each
+global batch by rank, splits it into micro-batches, runs the forward pass under autocast and reduces the
+logged loss across ranks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from .runtime import get_device
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place: rank in 0..world_size-1, local_rank on its machine, backend, device."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str | None = None  # None: no process group (a plain single-process run)
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone writes checkpoints, prints progress and reports results."""
+        return self.rank == 0
+
+
+def current_ranks() -> Ranks:
+    """The Ranks of the process group this process has joined (rank 0 of 1 when there is none)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return Ranks()
+    local = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
+    backend = dist.get_backend()
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+    return Ranks(dist.get_rank(), dist.get_world_size(), local, backend, device)
+
+
+def init_distributed(backend: str = "auto", device: str | torch.device = "auto") -> Ranks:
+    """Join the group torchrun described in the environment; without WORLD_SIZE, return a single process."""
+    if backend not in ("auto", "gloo", "nccl"):
+        raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
+    if "WORLD_SIZE" not in os.environ:  # started by plain python, not by torchrun
+        return Ranks(device=get_device(device))
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if backend == "auto":
+        backend = "nccl" if torch.cuda.is_available() and get_device(device).type == "cuda" else "gloo"
+    if backend == "nccl":  # one GPU per process: the process on local rank i drives cuda:i
+        torch.cuda.set_device(local_rank)
+        where = torch.device("cuda", local_rank)
+    else:
+        where = torch.device("cpu") if device == "auto" else torch.device(device)
+    dist.init_process_group(backend, rank=rank, world_size=world_size)  # env://: MASTER_ADDR, MASTER_PORT
+    return Ranks(rank, world_size, local_rank, backend, where)
+
+
+@contextmanager
+def distributed(backend: str = "auto", device: str | torch.device = "auto") -> Iterator[Ranks]:
+    """with distributed() as ranks: ... — join the group, and destroy it on success and on error alike.
+
+    On success every rank waits at a barrier first, so none leaves while another still reduces.
+    """
+    ranks = init_distributed(backend, device)
+    try:
+        yield ranks
+        if dist.is_initialized():
+            dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def wrap(model: nn.Module, ranks: Ranks | None = None) -> nn.Module:
+    """DistributedDataParallel(model) inside a process group; the model itself when there is none."""
+    ranks = current_ranks() if ranks is None else ranks
+    if ranks.backend is None:
+        return model
+    device_ids = [ranks.device.index] if ranks.device.type == "cuda" else None
+    return DDP(model, device_ids=device_ids)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside a DDP wrapper (its state_dict has no 'module.' prefix): save this one."""
+    return model.module if isinstance(model, DDP) else model
+
+
+def shard(batch: Any, index: int, count: int) -> Any:
+    """The index-th of `count` equal, disjoint slices along dim 0 of every tensor in a (nested) batch.
+
+    batch (B, ...) -> (B // count, ...); tuples, lists and dicts of tensors are sliced alike.
+    """
+    if not isinstance(count, int) or count < 1 or not isinstance(index, int) or not 0 <= index < count:
+        raise ValueError(f"need 0 <= index < count, got index={index!r}, count={count!r}")
+    if isinstance(batch, Tensor):
+        if batch.dim() == 0 or batch.size(0) % count:
+            raise ValueError(f"batch size {tuple(batch.shape)[:1]} must be divisible by {count} to shard it evenly")
+        size = batch.size(0) // count
+        return batch[index * size : (index + 1) * size]  # (B // count, ...)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(shard(b, index, count) for b in batch)
+    if isinstance(batch, dict):
+        return {k: shard(v, index, count) for k, v in batch.items()}
+    raise TypeError(f"batch must be a tensor or a tuple/list/dict of tensors, got {type(batch).__name__}")
+
+
+def shard_batches(batch_fn: Callable[[int], Any], ranks: Ranks | None = None) -> Callable[[int], Any]:
+    """batch_fn(step) -> this rank's shard of the global batch: every rank draws the same batch, keeps its part."""
+    ranks = current_ranks() if ranks is None else ranks
+    return lambda step: shard(batch_fn(step), ranks.rank, ranks.world_size)
+
+
+def all_reduce_sum(*values: float) -> list[float]:
+    """Sum each value over all ranks (float64); the values themselves without a process group."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [float(v) for v in values]
+    tensor = torch.tensor([float(v) for v in values], dtype=torch.float64, device=current_ranks().device)  # (n,)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def all_reduce_max(value: float) -> float:
+    """The largest value over all ranks, so that every rank takes the same decision (e.g. time is up)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return float(value)
+    tensor = torch.tensor([value], dtype=torch.float64, device=current_ranks().device)  # (1,)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor)
+
+
+def auto_precision(device_type: str, bf16_supported: bool) -> str:
+    """The default: bf16 where the device has it (CPU, Ampere+ GPUs), fp16 on older GPUs, fp32 elsewhere."""
+    if device_type == "cpu" or (device_type == "cuda" and bf16_supported):
+        return "bf16"
+    return "fp16" if device_type == "cuda" else "fp32"
+
+
+class Precision:
+    """The forward pass under torch.autocast(dtype); fp16 also scales the loss with torch.amp.GradScaler."""
+
+    def __init__(self, name: str = "auto", device: str | torch.device = "cpu") -> None:
+        device_type = torch.device(device).type
+        if name == "auto":
+            bf16 = device_type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            name = auto_precision(device_type, bf16)
+        if name not in PRECISIONS:
+            raise ValueError(f"precision must be 'auto' or one of {PRECISIONS}, got {name!r}")
+        self.name, self.device_type, self.dtype = name, device_type, _DTYPES[name]
+        self.scaler = torch.amp.GradScaler(device_type) if name == "fp16" else None  # bf16 has fp32's range
+
+    def __repr__(self) -> str:
+        return f"Precision({self.name!r}, device_type={self.device_type!r}, scaler={self.scaler is not None})"
+
+    def autocast(self):
+        """Context for the forward pass and loss: matmuls in self.dtype, reductions kept in fp32."""
+        if self.name == "fp32":
+            return nullcontext()
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+    def backward(self, loss: Tensor) -> None:
+        """loss.backward(), through the scaler for fp16 (small gradients would underflow to zero)."""
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> Tensor:
+        """Clip the (unscaled) gradients to `grad_clip` and step; returns the 0-d gradient norm before clipping.
+
+        With fp16 the scaler skips a step whose gradients hold inf/NaN and lowers its scale.
+        """
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+        norm = nn.utils.clip_grad_norm_(params, grad_clip or math.inf)  # inf: measure, do not clip
+        if self.scaler is None:
+            optimizer.step()
+        else:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+        return norm
+
+
+def backward_micro_batches(
+    model: nn.Module, loss_fn: Callable, batch: Any, micro_batches: int, precision: Precision
+) -> tuple[Tensor, int]:
+    """Forward and backward over `micro_batches` equal slices of `batch`, summing gradients.
+
+    Each micro-loss is divided by micro_batches, so the gradient equals one pass over the whole batch
+    (when the slices hold equal token counts). Under DDP, every micro-step but the last runs inside
+    model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
+    Returns (sum over micro-batches of loss * tokens, detached; total tokens).
+    """
+    if not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a positive int, got {micro_batches!r}")
+    loss_sum, tokens = None, 0
+    for i in range(micro_batches):
+        part = batch if micro_batches == 1 else shard(batch, i, micro_batches)
+        sync = i == micro_batches - 1 or not isinstance(model, DDP)
+        with nullcontext() if sync else model.no_sync():
+            with precision.autocast():
+                loss, n = loss_fn(model, part)
+            precision.backward(loss / micro_batches)
+        weighted = loss.detach().float() * n
+        loss_sum, tokens = (weighted if loss_sum is None else loss_sum + weighted), tokens + n
+    return loss_sum, tokens

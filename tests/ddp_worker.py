@@ -1,0 +1,117 @@
+"""Run by tests/test_distributed.py under torchrun (2 CPU processes, gloo): train a tiny GPT three ways.
+
+    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/ddp_worker.py OUT_DIR
+
+Each rank writes OUT_DIR/<run>_rank<r>.pt (weights, history, all-reduce count, checkpoint calls) for
+the test to compare with single-process runs of `tiny_run` in the test process.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shared.checkpoint import load_checkpoint, restore_model, restore_training, save_checkpoint  # noqa: E402
+from shared.distributed import current_ranks, distributed, shard_batches, unwrap, wrap  # noqa: E402
+from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.shakespeare import block_batches  # noqa: E402
+from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
+
+CONFIG = GPTConfig(vocab_size=13, block_size=16, n_layers=2, n_heads=2, d_model=32)
+GLOBAL_BATCH, STEPS, LR = 8, 6, 3e-3
+
+
+def tiny_model(seed: int = 0) -> GPT:
+    """The same tiny GPT in every process (same seed, same initial weights)."""
+    torch.manual_seed(seed)
+    return GPT(CONFIG)
+
+
+def global_batches():
+    """batch_fn(step) -> the global batch (GLOBAL_BATCH, block_size), the same in every process."""
+    tokens = torch.randint(CONFIG.vocab_size, (3000,), generator=torch.Generator().manual_seed(1))
+    return block_batches(tokens, CONFIG.block_size, GLOBAL_BATCH, seed=0)
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    return lm_loss(model(x), y)
+
+
+def tiny_run(model, *, max_steps=STEPS, micro_batches=1, precision="fp32", batch_fn=None, history=None,
+             optimizer=None, checkpoint_fn=None, checkpoint_every=0):
+    """Train `model` (plain or DDP) on this rank's shard of the global batches; returns (history, optimizer)."""
+    optimizer = optimizer or make_adamw(unwrap(model), lr=LR)
+    batch_fn = batch_fn or shard_batches(global_batches())
+    history = train(model, optimizer, batch_fn, loss_fn, max_steps=max_steps, schedule=warmup_cosine(2),
+                    log_every=3, micro_batches=micro_batches, precision=precision, history=history,
+                    checkpoint_fn=checkpoint_fn, checkpoint_every=checkpoint_every, progress=False)
+    return history, optimizer
+
+
+def counting_wrap(model):
+    """DDP(model) with a comm hook that counts its all-reduces (one per gradient bucket per sync)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    ddp, calls = wrap(model), [0]
+
+    def hook(state, bucket):
+        calls[0] += 1
+        return allreduce_hook(None, bucket)
+
+    ddp.register_comm_hook(None, hook)
+    return ddp, calls
+
+
+class Interrupted(Exception):
+    """Stands for a crash in the middle of a run."""
+
+
+def main(out: Path) -> None:
+    with distributed(backend="gloo") as ranks:
+        torch.set_num_threads(1)
+        results = {}
+        for name, micro in (("ddp", 1), ("ddp_accum", 2)):
+            model, calls = counting_wrap(tiny_model())
+            history, _ = tiny_run(model, micro_batches=micro)
+            results[name] = dict(state=unwrap(model).state_dict(), history=history.__dict__, allreduces=calls[0])
+
+        # interrupted at step 4 after a checkpoint at step 3 (written by rank 0 alone), then resumed
+        path, saves = out / "resume.pt", [0]
+        model = wrap(tiny_model())
+
+        def checkpoint_fn(history):
+            saves[0] += 1
+            save_checkpoint(path, unwrap(model), CONFIG, optimizer=optimizer, history=history)
+
+        batches = shard_batches(global_batches())
+
+        def crashing(step):
+            if step == 4:
+                raise Interrupted
+            return batches(step)
+
+        optimizer = make_adamw(unwrap(model), lr=LR)
+        try:
+            tiny_run(model, batch_fn=crashing, optimizer=optimizer, checkpoint_fn=checkpoint_fn, checkpoint_every=3)
+        except Interrupted:
+            pass
+        torch.distributed.barrier()  # the checkpoint is complete before anyone reads it
+        state = load_checkpoint(path)
+        fresh = restore_model(state, tiny_model(seed=123), CONFIG)  # other initial weights: restore must win
+        optimizer = make_adamw(fresh, lr=LR)
+        history = restore_training(state, optimizer)
+        model = wrap(fresh)
+        history, _ = tiny_run(model, optimizer=optimizer, history=history)
+        results["resumed"] = dict(state=unwrap(model).state_dict(), history=history.__dict__, saves=saves[0])
+        results["ranks"] = dict(rank=ranks.rank, world_size=ranks.world_size, backend=ranks.backend,
+                                seen=current_ranks().world_size)
+        torch.save(results, out / f"results_rank{ranks.rank}.pt")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

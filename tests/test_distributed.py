@@ -1,0 +1,162 @@
+"""Data parallelism proven equal to one process: 2 gloo ranks under torchrun vs the same training in this process.
+
+One torchrun launch (tests/ddp_worker.py) trains a tiny GPT three ways on 2 CPU processes; the tests below
+compare its weights and histories with single-process runs of the same code.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from shared.distributed import (
+    Precision,
+    all_reduce_max,
+    all_reduce_sum,
+    auto_precision,
+    backward_micro_batches,
+    current_ranks,
+    distributed,
+    init_distributed,
+    shard,
+    shard_batches,
+    unwrap,
+    wrap,
+)
+from tests.ddp_worker import GLOBAL_BATCH, global_batches, tiny_model, tiny_run
+
+ROOT = Path(__file__).resolve().parent.parent
+TIGHT = 2e-5  # float sums in another order; an update of this run moves weights by ~1e-2
+
+
+def max_diff(a: dict, b: dict) -> float:
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    """Results of tests/ddp_worker.py on 2 CPU processes (gloo), one dict per rank."""
+    out = tmp_path_factory.mktemp("ddp")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(ROOT / "tests" / "ddp_worker.py"), str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [torch.load(out / f"results_rank{r}.pt", weights_only=True) for r in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def single():
+    """The same training in one process on the whole global batch: plain, and with 2 micro-batches."""
+    torch.set_num_threads(1)
+    runs = {}
+    for name, micro in (("whole", 1), ("accum", 2)):
+        model = tiny_model()
+        history, _ = tiny_run(model, micro_batches=micro)
+        runs[name] = dict(state=model.state_dict(), history=history)
+    return runs
+
+
+def test_two_ranks_with_half_batches_equal_one_process_with_the_whole_batch(ddp, single):
+    assert [r["ranks"]["world_size"] for r in ddp] == [2, 2] and ddp[1]["ranks"]["backend"] == "gloo"
+    moved = max_diff(single["whole"]["state"], tiny_model().state_dict())
+    assert moved > 1e-3  # training changed the weights, so equality below means something
+    assert max_diff(ddp[0]["ddp"]["state"], single["whole"]["state"]) < TIGHT
+    assert max_diff(ddp[0]["ddp"]["state"], ddp[1]["ddp"]["state"]) == 0.0  # DDP keeps the replicas identical
+    half = tiny_model()  # one process that saw only rank 0's half of each batch lands elsewhere
+    tiny_run(half, batch_fn=lambda step: shard(global_batches()(step), 0, 2))
+    assert max_diff(half.state_dict(), single["whole"]["state"]) > 50 * TIGHT
+
+
+def test_logged_loss_and_tokens_cover_all_ranks(ddp, single):
+    expected = single["whole"]["history"]
+    for rank in ddp:
+        got = rank["ddp"]["history"]
+        assert got["step"] == expected.step and got["tokens"] == expected.tokens
+        assert got["loss"] == pytest.approx(expected.loss, rel=1e-5)
+
+
+def test_accumulated_micro_batches_equal_one_big_batch(ddp, single):
+    assert max_diff(single["accum"]["state"], single["whole"]["state"]) < TIGHT
+    assert max_diff(ddp[0]["ddp_accum"]["state"], single["whole"]["state"]) < TIGHT
+    # no_sync on all but the last micro-step: as many all-reduces with 2 micro-batches as with 1
+    for rank in ddp:
+        assert rank["ddp_accum"]["allreduces"] == rank["ddp"]["allreduces"] >= 6
+
+
+def test_interrupted_and_resumed_ddp_run_equals_the_uninterrupted_one(ddp):
+    assert max_diff(ddp[0]["resumed"]["state"], ddp[0]["ddp"]["state"]) < 1e-6
+    assert ddp[0]["resumed"]["history"]["loss"] == pytest.approx(ddp[0]["ddp"]["history"]["loss"], rel=1e-6)
+    assert [r["resumed"]["saves"] for r in ddp] == [1, 0]  # rank 0 alone wrote the checkpoint
+
+
+def test_shard_splits_every_tensor_into_disjoint_equal_parts():
+    x, y = torch.arange(24).view(8, 3), torch.arange(8)
+    parts = [shard((x, {"y": y}), r, 4) for r in range(4)]
+    assert all(p[0].shape == (2, 3) and p[1]["y"].shape == (2,) for p in parts)
+    assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(parts[2][1]["y"], y[4:6])
+    with pytest.raises(ValueError, match="divisible by 3"):
+        shard(x, 0, 3)
+    with pytest.raises(ValueError, match="index"):
+        shard(x, 4, 4)
+    with pytest.raises(TypeError, match="batch"):
+        shard("text", 0, 2)
+    batch_fn = shard_batches(global_batches())  # no process group: rank 0 of 1 keeps the whole batch
+    assert batch_fn(3)[0].shape == (GLOBAL_BATCH, 16) and torch.equal(batch_fn(3)[0], global_batches()(3)[0])
+
+
+def test_single_process_without_torchrun(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    ranks = init_distributed(device="cpu")
+    assert (ranks.rank, ranks.world_size, ranks.backend, ranks.is_main) == (0, 1, None, True)
+    model = nn.Linear(2, 2)
+    assert wrap(model, ranks) is model and unwrap(model) is model and current_ranks() == ranks
+    assert all_reduce_sum(torch.tensor(2.5), 3) == [2.5, 3.0] and all_reduce_max(1.5) == 1.5
+    with pytest.raises(ValueError, match="backend"):
+        init_distributed(backend="mpi")
+
+
+def test_group_is_destroyed_on_success_and_on_error(monkeypatch):
+    with socket.socket() as s:  # a free port on the loopback interface
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port)).items():
+        monkeypatch.setenv(key, value)
+    with distributed(backend="gloo") as ranks:
+        assert dist.is_initialized() and ranks.backend == "gloo" and isinstance(unwrap(wrap(nn.Linear(2, 2))),
+                                                                                 nn.Linear)
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="boom"):
+        with distributed(backend="gloo"):
+            raise RuntimeError("boom")
+    assert not dist.is_initialized()
+
+
+def test_precision_is_chosen_automatically_and_can_be_overridden():
+    assert auto_precision("cpu", False) == "bf16" and auto_precision("cuda", True) == "bf16"
+    assert auto_precision("cuda", False) == "fp16" and auto_precision("mps", False) == "fp32"
+    assert Precision("auto", "cpu").name == "bf16" and Precision("fp32", "cpu").scaler is None
+    assert Precision("fp16", "cpu").scaler is not None  # fp16 needs loss scaling, bf16 does not
+    with pytest.raises(ValueError, match="precision"):
+        Precision("fp8", "cpu")
+    with Precision("bf16", "cpu").autocast():
+        assert nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="micro_batches"):
+        backward_micro_batches(nn.Linear(2, 2), None, torch.zeros(2, 2), 0, Precision("fp32"))
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16"])
+def test_mixed_precision_loss_matches_fp32(single, name):
+    model = tiny_model()
+    history, _ = tiny_run(model, precision=name)
+    fp32 = single["whole"]["history"].loss
+    assert history.loss == pytest.approx(fp32, rel=1e-2) and history.loss != fp32  # close, and really autocast
+    assert all(torch.isfinite(p).all() for p in model.parameters())
