@@ -4,7 +4,8 @@ Every callback (`softmax_scaling_figure`, `positional_encoding_figure`, `attenti
 works without widgets: given values it returns a matplotlib Figure (or text), and for bad values a message
 string instead of raising. An `*_explorer(...)` wires sliders and dropdowns to its callback. Displayed, an
 explorer carries the live widget and a static picture of its current view, so front-ends without widgets
-(GitHub, nbconvert, nbval) still show the default figure.
+(GitHub, nbconvert, nbval) still show the default figure. The live area draws only once a front-end shows the
+widget, so a saved notebook stores that picture once (in the output), not twice (output + widget state).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import base64
 import io
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import ipywidgets as widgets
 import torch
@@ -26,15 +27,28 @@ from .positional import sinusoidal_table
 class Explorer:
     """Controls + a live output area; `render(**values)` calls the callback, display shows widget + static view."""
 
+    PLACEHOLDER = "The figure is drawn here when a Jupyter front-end shows the controls; move one to redraw."
+
     def __init__(self, callback: Callable, controls: dict[str, widgets.Widget], title: str = "") -> None:
         self.callback, self.controls, self.title = callback, controls, title
-        self.output = widgets.Output()
+        # Until a front-end shows the widget, the live area holds one line of text, not the figure: a notebook
+        # executed headless (nbconvert) then saves the figure once, in the static view, not also in widget state.
+        self.output = widgets.Output(outputs=({"output_type": "stream", "name": "stdout",
+                                               "text": self.PLACEHOLDER + "\n"},))
         self._last = None  # (values, result) of the latest render
+        self.displayed = False  # whether the explorer has been displayed (its static view computed)
+        self.drawn = False  # whether the live area shows the callback's result yet
         self.widget = widgets.VBox([widgets.HBox(list(controls.values()), layout={"flex_flow": "row wrap"}),
                                     self.output])
+        self.widget._view_count = 0  # the front-end counts the views it shows (ipywidgets' view tracking)
+        self.widget.observe(self._shown, names="_view_count")
         for control in controls.values():
             control.observe(self.refresh, names="value")
-        self.refresh()
+
+    def _shown(self, change) -> None:
+        """A front-end displayed the widget: draw the live area the first time."""
+        if (change["new"] or 0) > 0 and not self.drawn:
+            self.refresh()
 
     def values(self) -> dict:
         """The current value of every control, by the callback's argument names."""
@@ -52,7 +66,9 @@ class Explorer:
         return self._last[1]
 
     def refresh(self, change=None) -> None:
-        """Redraw the output area (called whenever a control changes)."""
+        """Redraw the live area: when a front-end first shows it, and on every control change after display."""
+        if change is not None and not (self.displayed or self.drawn):
+            return  # a control set before display: the display draws the new values
         result = self.current()
         self.output.clear_output(wait=True)
         with self.output:
@@ -60,9 +76,11 @@ class Explorer:
                 display(Image(data=figure_png(result)))
             else:
                 print(result)
+        self.drawn = True
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude)
+        self.displayed = True
         result = self.current()
         bundle["text/plain"] = f"{self.title} (interactive in JupyterLab; static view of the settings shown)"
         if isinstance(result, Figure):

@@ -162,6 +162,41 @@ def test_explorers_display_widget_and_static_view():
     assert "temperature" in playground.render(temperature=0.0)
 
 
+def test_live_area_draws_only_once_a_front_end_shows_the_widget():
+    softmax = E.softmax_scaling_explorer()
+    softmax.controls["d_k"].value = 16  # set before display: nothing drawn yet
+    assert not softmax.drawn and "image/png" not in str(softmax.output.get_state())
+    assert softmax._repr_mimebundle_()["image/png"]  # the static view is there all the same
+    assert not softmax.drawn  # displayed, but no front-end has shown the widget (e.g. nbconvert)
+    softmax.widget._view_count = 1  # what JupyterLab sends when it attaches a view
+    assert softmax.drawn
+    softmax.controls["d_k"].value = 32  # after display every change redraws the live area
+    assert softmax._last[0]["d_k"] == 32
+
+
+def test_an_executed_notebook_stores_the_explorer_picture_once(tmp_path):
+    """Headless execution (as `jupyter nbconvert --execute` does it) keeps one PNG: the output, not widget state."""
+    import json
+    import pathlib
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {str(root)!r})\n"
+                                                "from shared.explorers import softmax_scaling_explorer\n"
+                                                "e = softmax_scaling_explorer(d_k=4)\n"
+                                                "e.controls['n_keys'].value = 5\n"
+                                                "e")]
+    NotebookClient(notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": tmp_path}}).execute()
+    [output] = notebook.cells[0].outputs
+    assert WIDGET in output.data and output.data["image/png"]  # live widget + the static picture
+    state = json.dumps(notebook.metadata["widgets"])
+    assert E.Explorer.PLACEHOLDER in state  # the live area was saved holding its one line of text
+    assert "image/png" not in state and "iVBOR" not in state  # and not a second copy of the picture
+
+
 # ---------------------------------------------------------------- plugging in the course's models (untrained, tiny)
 
 
