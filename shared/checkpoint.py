@@ -1,15 +1,16 @@
 """Checkpoints: weights + config (+ optimizer, history, RNG, extras) in one file, written atomically.
 
 Loading uses `torch.load(weights_only=True)`, so a checkpoint can hold tensors and plain Python values
-only — never pickled code.
+only — never pickled code. A file that cannot be loaded raises FileNotFoundError (no file),
+CorruptCheckpointError (truncated or damaged) or RefusedCheckpointError (it asks to run code).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
-import tempfile
-import zipfile
+import random
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from .files import atomic_write
 from .training import History
 
 FORMAT = 1
+
+
+class CorruptCheckpointError(ValueError):
+    """The file is not a readable checkpoint: truncated, damaged, or not written by torch.save."""
+
+
+class RefusedCheckpointError(ValueError):
+    """torch.load(weights_only=True) refused the file: it names classes or functions to run when loaded."""
 
 
 def save_checkpoint(
@@ -31,7 +41,11 @@ def save_checkpoint(
     history: History | None = None,
     extra: dict | None = None,
 ) -> Path:
-    """Write the checkpoint to a temporary file beside `path`, then rename it over `path`."""
+    """Write the checkpoint to a temporary file beside `path`, flush it to disk, then rename it over `path`.
+
+    Besides weights and config it stores the random state (torch CPU, every CUDA device, Python's
+    `random`), so a resumed run draws the same dropout masks and samples as the uninterrupted one.
+    """
     if not is_dataclass(config):
         raise TypeError(f"config must be a dataclass instance, got {type(config).__name__}")
     path = Path(path)
@@ -43,55 +57,92 @@ def save_checkpoint(
         "model": model.state_dict(),
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "history": None if history is None else asdict(history),
-        "rng": torch.get_rng_state(),
+        "rng": rng_state(),
         "extra": extra or {},
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_write(path) as tmp:  # readers see the old file or the new one, never half of one
         torch.save(state, tmp)
-        os.replace(tmp, path)  # atomic: readers see the old file or the new one, never half of one
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
+def rng_state() -> dict:
+    """Every random state a training run draws from: torch CPU, each CUDA device (if any), Python `random`."""
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "python": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict | torch.Tensor) -> None:
+    """Restore what `rng_state()` returned (a bare tensor, from older checkpoints, is the torch CPU state)."""
+    if isinstance(state, torch.Tensor):
+        torch.set_rng_state(state)
+        return
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        if len(state["cuda"]) != torch.cuda.device_count():
+            raise ValueError(f"checkpoint holds the RNG state of {len(state['cuda'])} CUDA devices, "
+                             f"this machine has {torch.cuda.device_count()}")
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if state.get("python") is not None:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+
+
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint with weights_only=True; a missing or damaged file raises a clear error."""
+    """Read a checkpoint with weights_only=True; a missing, damaged or refused file raises its own error."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
-        raise ValueError(f"{path} is not a readable checkpoint (truncated or corrupt?): {err}") from err
+    except pickle.UnpicklingError as err:
+        if "Unsupported global" in str(err):  # a well-formed file that names code to run
+            raise RefusedCheckpointError(
+                f"{path} was refused by torch.load(weights_only=True): it holds Python objects that would run code "
+                f"when loaded, which checkpoints of this course never do. Load it with weights_only=False only if "
+                f"you trust where it came from.\n{err}"
+            ) from err
+        raise CorruptCheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt): {err}") from err
+    except Exception as err:  # zip, pickle and I/O errors of a damaged file come in many types
+        raise CorruptCheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt): {err}") from err
     if not isinstance(state, dict) or state.get("format") != FORMAT or "model" not in state:
         raise ValueError(f"{path} is not a checkpoint written by shared.checkpoint (format {FORMAT})")
     return state
 
 
 def config_from_checkpoint(state: dict, config_cls: type) -> Any:
-    """Rebuild the config dataclass stored in a loaded checkpoint."""
+    """Rebuild the config dataclass stored in a loaded checkpoint.
+
+    A field the checkpoint lacks (added to the class after it was saved) takes its default; a key the
+    class does not know raises ValueError, since dropping it could silently build a different model.
+    """
     if state["config_class"] != config_cls.__name__:
         raise ValueError(f"checkpoint holds a {state['config_class']}, not a {config_cls.__name__}")
-    known = {f.name for f in fields(config_cls)}
-    return config_cls(**{k: v for k, v in state["config"].items() if k in known})
+    unknown = sorted(set(state["config"]) - {f.name for f in fields(config_cls)})
+    if unknown:
+        raise ValueError(f"checkpoint's {config_cls.__name__} has fields this version does not know: {unknown}")
+    return config_cls(**state["config"])
 
 
 def restore_model(state: dict, model: nn.Module, config: Any) -> nn.Module:
     """Load the checkpoint's weights into `model`; a model of another config raises ValueError."""
-    if state["config_class"] != type(config).__name__ or state["config"] != asdict(config):
-        diff = {k: (v, asdict(config).get(k)) for k, v in state["config"].items() if asdict(config).get(k) != v}
+    saved, given = asdict(config_from_checkpoint(state, type(config))), asdict(config)
+    if saved != given:
+        diff = {k: (v, given[k]) for k, v in saved.items() if given[k] != v}
         raise ValueError(f"checkpoint was saved with another config; (saved, given) differ at {diff}")
     model.load_state_dict(state["model"])
     return model
 
 
 def restore_training(state: dict, optimizer: torch.optim.Optimizer) -> History:
-    """Restore optimizer and RNG state and return the history, to resume training where it stopped."""
+    """Restore optimizer and RNG state and return a copy of the history, to resume training where it stopped.
+
+    The history is a copy: the resumed run appends to it without changing `state` (which can be resumed again).
+    """
     if state["optimizer"] is None or state["history"] is None:
         raise ValueError("checkpoint has no optimizer/history state: it was not saved during training")
     optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["rng"])
-    return History(**state["history"])
+    set_rng_state(state["rng"])
+    return History(**copy.deepcopy(state["history"]))
