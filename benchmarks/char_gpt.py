@@ -2,6 +2,9 @@
 
     python benchmarks/char_gpt.py --seconds 150            # validation loss after 150 s of training
     python benchmarks/char_gpt.py --shape nanogpt --seconds 30   # throughput of nanoGPT's CPU shape
+    torchrun --standalone --nproc_per_node=2 benchmarks/char_gpt.py --seconds 30   # data-parallel (notebook 11)
+    python benchmarks/char_gpt.py --shape modern             # Llama-style block (notebook 10)
+    python benchmarks/char_gpt.py --set norm=rmsnorm         # the default shape with one option changed
 
 The learning-rate schedule (linear warm-up, then cosine) follows the clock, so the decay ends exactly
 when the time budget runs out. val_loss is measured over the WHOLE validation split.
@@ -21,7 +24,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.checkpoint import save_checkpoint  # noqa: E402
+from shared.distributed import PRECISIONS, Precision, Ranks, distributed, shard_batches, wrap  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.modern import kv_cache_bytes  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
 from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
 
@@ -32,16 +37,40 @@ SHAPES = {
     "tuned": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=3e-3, warmup=100),
     "nanogpt": dict(n_layers=4, n_heads=4, d_model=128, block_size=64, batch_size=12, lr=1e-3, warmup=100),
 }
+# "modern": the tuned shape with a Llama-style block (notebook 10): RMSNorm, RoPE, SwiGLU, grouped-query attention,
+# fused QKV, no biases; d_ff is raised so that the parameter count stays within 1 % of the tuned shape's.
+SHAPES["modern"] = dict(SHAPES["tuned"], norm="rmsnorm", position="rope", activation="swiglu", n_kv_heads=2,
+                        fused_qkv=True, bias=False, d_ff=400)
+MODEL_OPTIONS = ("norm", "position", "activation", "d_ff", "n_kv_heads", "fused_qkv", "bias")  # GPTConfig fields
 
 
-def main() -> None:
+def parse_value(text: str):
+    """'true'/'false' -> bool, 'none' -> None, else int, float or the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def main(ranks: Ranks | None = None) -> None:
+    """Under torchrun each rank trains on its shard of every global batch; rank 0 evaluates and prints."""
+    ranks = ranks or Ranks()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=150.0, help="training time budget (wall seconds)")
     parser.add_argument("--shape", choices=sorted(SHAPES), default="tuned")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", type=Path, default=None, help="write a checkpoint of the trained model here")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override a shape setting")
+    parser.add_argument("--precision", choices=("auto", *PRECISIONS), default="fp32", help="autocast dtype")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help=f"override a shape setting or a model option ({', '.join(MODEL_OPTIONS)})")
     args = parser.parse_args()
     if args.seconds <= 0:
         parser.error(f"--seconds must be > 0, got {args.seconds}")
@@ -49,9 +78,11 @@ def main() -> None:
     shape = dict(SHAPES[args.shape])
     for item in args.set:
         key, _, value = item.partition("=")
-        if key not in shape:
-            parser.error(f"--set: unknown key {key!r}; known: {sorted(shape)}")
-        shape[key] = type(shape[key])(float(value)) if isinstance(shape[key], int) else float(value)
+        if key not in shape and key not in MODEL_OPTIONS:
+            parser.error(f"--set: unknown key {key!r}; known: {sorted(set(shape) | set(MODEL_OPTIONS))}")
+        shape[key] = parse_value(value)
+        if key in ("lr",) and isinstance(shape[key], int):
+            shape[key] = float(shape[key])
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -59,23 +90,38 @@ def main() -> None:
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer.from_text(text)
     train_tokens, val_tokens = train_val_split(tokenizer.encode(text))
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=shape["block_size"], n_layers=shape["n_layers"],
-                       n_heads=shape["n_heads"], d_model=shape["d_model"], dropout=0.0)
-    model = GPT(config)
+    options = {k: shape[k] for k in MODEL_OPTIONS if k in shape}
+    try:
+        config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=shape["block_size"],
+                           n_layers=shape["n_layers"], n_heads=shape["n_heads"], d_model=shape["d_model"],
+                           dropout=0.0, **options)
+    except (TypeError, ValueError) as err:
+        parser.error(f"--set: {err}")
+    model = GPT(config).to(ranks.device)
     optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
-    batch_fn = block_batches(train_tokens, config.block_size, shape["batch_size"], seed=args.seed)
+    batch_fn = block_batches(train_tokens, config.block_size, shape["batch_size"], seed=args.seed, device=ranks.device)
+    batch_fn = shard_batches(batch_fn, ranks)  # batch_size is the global batch: each rank keeps its slice
+    amp = Precision(args.precision, ranks.device)
 
     def loss_fn(model, batch):
         x, y = batch
         return lm_loss(model(x), y)
 
     started = time.perf_counter()
-    history = train(model, optimizer, batch_fn, loss_fn, max_steps=10**9, max_seconds=args.seconds,
-                    schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=50, progress=False)
+    history = train(wrap(model, ranks), optimizer, batch_fn, loss_fn, max_steps=10**9, max_seconds=args.seconds,
+                    schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=50, progress=False,
+                    precision=amp)
     wall = time.perf_counter() - started
+    if not ranks.is_main:  # the replicas are identical: rank 0 alone evaluates, saves and reports
+        return
     eval_started = time.perf_counter()
     val_loss = split_loss(model, val_tokens, config.block_size, batch_size=64)
     eval_seconds = time.perf_counter() - eval_started
+    model.eval()
+    caches = model.new_caches()
+    with torch.no_grad():  # KV-cache bytes for one sequence of block_size tokens, measured from the tensors
+        model(val_tokens[None, : config.block_size].to(ranks.device), caches=caches)
+    kv_bytes_per_token = kv_cache_bytes(caches) / config.block_size
     if args.save is not None:
         save_checkpoint(args.save, model, config, extra={"chars": tokenizer.chars, "val_loss": val_loss})
 
@@ -83,6 +129,8 @@ def main() -> None:
     result = {
         "benchmark": "char_gpt",
         "shape": args.shape,
+        "world_size": ranks.world_size,
+        "precision": amp.name,
         "seconds": round(train_seconds, 2),
         "wall_seconds": round(wall, 2),
         "steps": history.step[-1],
@@ -94,6 +142,7 @@ def main() -> None:
         "val_tokens": len(val_tokens) - 1,
         "eval_seconds": round(eval_seconds, 2),
         "parameters": model.num_parameters(),
+        "kv_cache_bytes_per_token": kv_bytes_per_token,
         "config": asdict(config),
         "optim": {k: shape[k] for k in ("batch_size", "lr", "warmup")},
         "threads": torch.get_num_threads(),
@@ -103,4 +152,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with distributed() as ranks:  # one plain process, or one of torchrun's (gloo on CPU, nccl on CUDA)
+        main(ranks)
