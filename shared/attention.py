@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from .masks import causal_mask, check_mask, combine_masks
 from .modern import repeat_kv
 from .rope import RotaryEmbedding
+from .validation import check_divisible, check_positive_int
 
 
 def scaled_dot_product_attention(
@@ -178,7 +179,8 @@ class AttentionHead(nn.Module):
 class ExplicitMultiHeadAttention(nn.Module):
     """Multi-head attention as the paper draws it: H separate heads, concatenated, then W^O.
 
-    Same interface and parameter count as `MultiHeadAttention`; slower, but every head is visible.
+    The interface and parameter count of `MultiHeadAttention` (without its KV cache and modern options);
+    slower, but every head is visible.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
@@ -189,19 +191,33 @@ class ExplicitMultiHeadAttention(nn.Module):
         self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, bias) for _ in range(n_heads))
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(self, query, key=None, value=None, mask=None, *, causal=False, need_weights=False):
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """query (B, T_q, d_model), key/value (B, T_k, d_model) -> (output (B, T_q, d_model), weights or None).
+
+        `mask` broadcasts to (B, H, T_q, T_k), e.g. (B, 1, 1, T_k), (1, 1, T_q, T_k) or (H, T_q, T_k).
+        """
         key = query if key is None else key
         value = key if value is None else value
         _check_inputs(query, key, value, self.d_model)
         T_q, T_k = query.size(1), key.size(1)
         if mask is not None:
             check_mask(mask, (query.size(0), self.n_heads, T_q, T_k))
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D: (B | 1, H | 1, T_q | 1, T_k)
         if causal:
             mask = combine_masks(mask, causal_mask(T_q, query.device, n_keys=T_k))
         dropout_p = self.dropout if self.training else 0.0
         outs, weights = [], []
         for h, head in enumerate(self.heads):
-            head_mask = mask[:, h : h + 1] if mask is not None and mask.dim() == 4 and mask.size(1) > 1 else mask
+            head_mask = mask[:, h : h + 1] if mask is not None and mask.size(1) > 1 else mask  # (B | 1, 1, ...)
             out, w = head(query, key, value, head_mask, dropout_p)  # (B, T_q, d_k), (B, T_q, T_k)
             outs.append(out)
             weights.append(w)
@@ -236,11 +252,9 @@ def copy_fused_to_explicit(fused: MultiHeadAttention, explicit: ExplicitMultiHea
 
 
 def _check_heads(d_model: int, n_heads: int) -> None:
-    for name, value in (("d_model", d_model), ("n_heads", n_heads)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-    if d_model % n_heads:
-        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_heads", n_heads)
+    check_divisible(d_model, n_heads)
 
 
 def _check_pair(explicit, fused) -> None:

@@ -12,6 +12,7 @@ from .attention import KVCache
 from .layers import PreLNBlock
 from .modern import NORMS, make_norm, swiglu_hidden_size
 from .positional import LearnedPositionalEmbedding
+from .validation import check_divisible, check_dropout, check_positive_ints
 
 
 @dataclass
@@ -42,14 +43,9 @@ class GPTConfig:
         return swiglu_hidden_size(self.d_model, 4 * self.d_model) if self.activation == "swiglu" else 4 * self.d_model
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"GPTConfig.{name} must be a positive int, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"GPTConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"GPTConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        check_positive_ints(self, ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"))
+        check_divisible(self.d_model, self.n_heads, "GPTConfig.")
+        check_dropout("GPTConfig.dropout", self.dropout)
         self._check_options()
 
     def _check_options(self) -> None:

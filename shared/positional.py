@@ -7,12 +7,13 @@ import math
 import torch
 from torch import Tensor, nn
 
+from .validation import check_positive_int
+
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     """(max_len, d_model) table: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...)."""
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int("max_len", max_len)
+    check_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from .layers import DecoderLayer, EncoderLayer
 from .masks import decoder_mask, padding_mask
 from .positional import ScaledEmbedding, SinusoidalPositionalEncoding
+from .validation import check_divisible, check_dropout, check_positive_ints
 
 
 @dataclass
@@ -28,17 +29,10 @@ class TransformerConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
-                     "n_decoder_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"TransformerConfig.{name} must be a positive int, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"TransformerConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"TransformerConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        check_positive_ints(self, ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
+                                   "n_decoder_layers", "d_ff", "max_len"))
+        check_divisible(self.d_model, self.n_heads, "TransformerConfig.")
+        check_dropout("TransformerConfig.dropout", self.dropout)
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig.pad_id must be a token id of both vocabularies, got {self.pad_id!r}")
 
