@@ -7,8 +7,7 @@ loop that appends the chosen token and feeds it back in (autoregressive inferenc
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -16,7 +15,9 @@ from torch import Tensor, nn
 from .checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
 from .gpt import GPT, GPTConfig
 from .reversal import BOS, EOS, PAD, decode_tokens, encode_digits, pad_to, vocabulary
+from .runtime import eval_mode
 from .transformer import Transformer, TransformerConfig
+from .validation import check_finite, check_positive_int
 
 StepFn = Callable[[Tensor], Tensor]  # (B, t) tokens so far -> (B, V) logits of the next token
 
@@ -63,12 +64,10 @@ def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: i
     max_source_len(model)  # type check
     if len(sources) == 0:
         raise ValueError("sources must be a non-empty list of digit lists")
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     limits = [max_new or len(s) + 1 for s in sources]
     max_new = max(limits)
-    try:
+    with eval_mode(model):
         if isinstance(model, Transformer):
             src = pad_to([encode_digits(s) for s in sources], PAD).to(device)  # (B, T_src)
             src_mask = model.src_mask(src)
@@ -86,24 +85,55 @@ def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: i
             for i, tokens in zip(rows, generated):
                 results[i] = tokens
         return results
-    finally:
-        model.train(was_training)
+
+
+def beam_loop(
+    step_fn: StepFn, start: Tensor, beam_size: int, max_new: int, length_penalty: float = 0.0
+) -> tuple[Tensor, float]:
+    """Beam search from `start` (1, t0) -> (the best hypothesis's new tokens (t_new,), its summed log-probability).
+
+    Each step keeps the `beam_size` extensions with the highest summed log-probability; a finished
+    hypothesis (it produced EOS) stays in the beam, padding at no cost. The search stops when all have
+    finished. The best is the one with the highest score / length ** length_penalty (length: tokens up to
+    and including EOS): 0, the default, compares plain sums, which favours short outputs since every
+    token adds a negative log-probability; 1 compares the mean log-probability per token.
+    """
+    check_positive_int("beam_size", beam_size)
+    check_finite("length_penalty", length_penalty, 0.0)
+    t0 = start.size(1)
+    seq, scores = start, torch.zeros(1, device=start.device)  # (k, t), (k,) summed log-probabilities
+    for _ in range(max_new):
+        log_probs = step_fn(seq).log_softmax(dim=-1)  # (k, V)
+        finished = (seq[:, t0:] == EOS).any(dim=1)  # (k,)
+        log_probs[finished] = float("-inf")
+        log_probs[finished, PAD] = 0.0  # a finished hypothesis only pads, keeping its score
+        candidates = (scores[:, None] + log_probs).flatten()  # (k * V,)
+        scores, index = candidates.topk(min(beam_size, candidates.numel()))
+        V = log_probs.size(-1)
+        seq = torch.cat([seq[index // V], (index % V)[:, None]], dim=1)  # (k, t + 1)
+        if (seq[:, t0:] == EOS).any(dim=1).all():
+            break
+    new = seq[:, t0:]  # (k, t_new)
+    is_eos = new == EOS
+    lengths = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1) + 1, new.size(1)).clamp(min=1)  # (k,)
+    best = int((scores / lengths.float() ** length_penalty).argmax())
+    return new[best], float(scores[best])
 
 
 @torch.no_grad()
-def beam_search(model: nn.Module, source: Sequence[int], beam_size: int = 4, max_new: int | None = None) -> list[int]:
+def beam_search(
+    model: nn.Module, source: Sequence[int], beam_size: int = 4, max_new: int | None = None,
+    length_penalty: float = 0.0,
+) -> list[int]:
     """The most probable token list (without EOS) kept by a beam of `beam_size` hypotheses, for one source.
 
-    Finished hypotheses stay in the beam at no extra cost; the search stops when all have produced EOS.
+    See `beam_loop` for the search and for `length_penalty` (length normalisation of the final choice).
     """
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
+    check_positive_int("beam_size", beam_size)
     max_source_len(model)
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     max_new = max_new or len(source) + 1
-    try:
+    with eval_mode(model):
         if isinstance(model, Transformer):
             src = torch.tensor([encode_digits(source)], device=device)  # (1, T_src)
             memory = model.encode(src)  # (1, T_src, d_model)
@@ -117,25 +147,18 @@ def beam_search(model: nn.Module, source: Sequence[int], beam_size: int = 4, max
             step_fn = lambda seq: model(seq)[:, -1]  # noqa: E731
             start = torch.tensor([[BOS] + encode_digits(source) + [EOS]], device=device)
             max_new = min(max_new, model.config.block_size - start.size(1) + 1)
-        seq, scores = start, torch.zeros(1, device=device)  # (k, t), (k,) summed log-probabilities
-        for _ in range(max_new):
-            log_probs = step_fn(seq).log_softmax(dim=-1)  # (k, V)
-            finished = (seq[:, start.size(1):] == EOS).any(dim=1)  # (k,)
-            log_probs[finished] = float("-inf")
-            log_probs[finished, PAD] = 0.0  # a finished hypothesis only pads, keeping its score
-            candidates = (scores[:, None] + log_probs).flatten()  # (k * V,)
-            scores, index = candidates.topk(min(beam_size, candidates.numel()))
-            V = log_probs.size(-1)
-            seq = torch.cat([seq[index // V], (index % V)[:, None]], dim=1)  # (k, t + 1)
-            if (seq[:, start.size(1):] == EOS).any(dim=1).all():
-                break
-        return _cut(seq[:1, start.size(1):], [max_new])[0]  # the best hypothesis
-    finally:
-        model.train(was_training)
+        best, _ = beam_loop(step_fn, start, beam_size, max_new, length_penalty)
+        return _cut(best[None], [max_new])[0]
 
 
 def exact_match(model: nn.Module, sources: Sequence[Sequence[int]], batch_size: int = 500) -> float:
-    """Fraction of sources whose greedy output is exactly the reversed source (EOS included)."""
+    """Fraction of sources whose greedy output is exactly the reversed source (EOS included).
+
+    An empty `sources` raises ValueError: a fraction of no examples is undefined (not 0, not 1).
+    """
+    if len(sources) == 0:
+        raise ValueError("sources must be a non-empty list of digit lists: exact match over no sources is undefined")
+    check_positive_int("batch_size", batch_size)
     correct = 0
     for i in range(0, len(sources), batch_size):
         chunk = sources[i : i + batch_size]

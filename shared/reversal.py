@@ -7,6 +7,7 @@ reversed. Training batches are made on the fly from `(seed, step)`, and can excl
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -16,11 +17,15 @@ from torch import Tensor
 from .gpt import GPT, GPTConfig
 from .training import lm_loss
 from .transformer import Transformer, TransformerConfig
+from .validation import check_positive_int
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
 VOCAB_SIZE = 13
-MIN_LEN, MAX_LEN = 3, 12  # source lengths the task uses
+MIN_DIGITS, MAX_DIGITS = 3, 12  # shortest and longest source (in digits) the task draws
+# Deprecated names of the same two numbers: MAX_LEN reads like TransformerConfig.max_len, which is something else
+# (how many positions the positional table covers). Use MIN_DIGITS / MAX_DIGITS.
+MIN_LEN, MAX_LEN = MIN_DIGITS, MAX_DIGITS
 IGNORE_INDEX = -100  # label value that lm_loss skips
 ARCHS = ("encoder_decoder", "decoder_only")
 
@@ -28,7 +33,7 @@ ARCHS = ("encoder_decoder", "decoder_only")
 def vocabulary() -> dict:
     """The facts a checkpoint needs to read and write this task's tokens."""
     return {"pad": PAD, "bos": BOS, "eos": EOS, "digit_offset": DIGIT_OFFSET, "vocab_size": VOCAB_SIZE,
-            "min_len": MIN_LEN, "max_len": MAX_LEN}
+            "min_len": MIN_DIGITS, "max_len": MAX_DIGITS}  # key names kept: older checkpoints store them
 
 
 def encode_digits(digits: Sequence[int]) -> list[int]:
@@ -99,15 +104,25 @@ def collate(samples: Sequence[tuple], arch: str = "encoder_decoder") -> Seq2SeqB
     return LMBatch(pad_to(columns[0], PAD), pad_to(columns[1], IGNORE_INDEX))
 
 
-def random_digits(rng: random.Random, min_len: int = MIN_LEN, max_len: int = MAX_LEN) -> tuple[int, ...]:
+def random_digits(rng: random.Random, min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> tuple[int, ...]:
     """One source: a length drawn uniformly from min_len..max_len, then that many digits."""
     return tuple(rng.randrange(10) for _ in range(rng.randint(min_len, max_len)))
 
 
 def make_test_set(n: int = 1000, seed: int = 1234) -> list[tuple[int, ...]]:
-    """`n` distinct sources, lengths cycling through MIN_LEN..MAX_LEN (100 of each for n=1000)."""
+    """`n` distinct sources, lengths cycling through MIN_DIGITS..MAX_DIGITS (100 of each for n=1000).
+
+    Only 10**L distinct sources of length L exist, so n is at most 10,000 (the 3-digit lists run out first).
+    """
+    check_positive_int("n", n)
+    n_lengths = MAX_DIGITS - MIN_DIGITS + 1
+    lengths = [MIN_DIGITS + i % n_lengths for i in range(n)]
+    for length, count in Counter(lengths).items():
+        if count > 10**length:
+            largest = min(10 ** (MIN_DIGITS + j) * n_lengths + j for j in range(n_lengths))
+            raise ValueError(f"n must be at most {largest:,}: n={n:,} asks for {count:,} distinct sources of "
+                             f"{length} digits, and only {10**length:,} exist")
     rng, seen = random.Random(seed), set()
-    lengths = [MIN_LEN + i % (MAX_LEN - MIN_LEN + 1) for i in range(n)]
     out = []
     for length in lengths:
         while (digits := tuple(rng.randrange(10) for _ in range(length))) in seen:
@@ -125,8 +140,7 @@ class ReversalBatches:
 
     def __init__(self, arch: str, batch_size: int, seed: int = 0, exclude=(), device="cpu") -> None:
         _check_arch(arch)
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        check_positive_int("batch_size", batch_size)
         self.arch, self.batch_size, self.seed, self.device = arch, batch_size, seed, device
         self.exclude = set(map(tuple, exclude))
         self.redrawn = 0  # how many drawn sources were in `exclude` and replaced

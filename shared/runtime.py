@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
+from torch import nn
 
 FAST_ENV = "COURSE_FAST"
 
@@ -41,6 +44,17 @@ def choose(*, fast, cpu, cuda, device: torch.device | None = None):
         return fast
     device = get_device() if device is None else torch.device(device)
     return cuda if device.type == "cuda" else cpu
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Put `model` in eval mode (no dropout) for the `with` block, then back in the mode it had, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def setup(seed: int = 0) -> torch.device:

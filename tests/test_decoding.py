@@ -1,8 +1,12 @@
+import math
+
 import pytest
 import torch
 
+from shared import decoding
 from shared.checkpoint import load_checkpoint, restore_model, save_checkpoint
 from shared.decoding import (
+    beam_loop,
     beam_search,
     exact_match,
     greedy_decode,
@@ -12,7 +16,7 @@ from shared.decoding import (
     reverse,
     save_reverser,
 )
-from shared.reversal import BOS, EOS, MAX_LEN, PAD, VOCAB_SIZE, make_model, make_test_set
+from shared.reversal import BOS, EOS, MAX_LEN, PAD, VOCAB_SIZE, make_model
 from shared.transformer import TransformerConfig
 
 ARCHS = ["encoder_decoder", "decoder_only"]
@@ -55,8 +59,8 @@ def test_beam_size_one_equals_greedy(arch):
     model = small(arch)
     for source in SOURCES:
         assert beam_search(model, source, beam_size=1) == greedy_decode(model, [source])[0]
-    wide = beam_search(model, SOURCES[1], beam_size=4)
-    assert isinstance(wide, list) and len(wide) <= len(SOURCES[1]) + 1
+    with pytest.raises(ValueError, match="beam_size"):
+        beam_search(model, SOURCES[0], beam_size=0)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -105,9 +109,65 @@ def test_reverse_rejects_bad_input():
     assert max_source_len(model) == max_source_len(small("decoder_only")) == MAX_LEN
 
 
-def test_exact_match_counts_only_exact_reversals():
-    model = small("encoder_decoder")
-    sources = make_test_set(50, seed=0)
-    outputs = greedy_decode(model, sources)
-    expected = sum(out == [d + 3 for d in reversed(s)] for out, s in zip(outputs, sources)) / 50
-    assert exact_match(model, sources, batch_size=30) == expected < 0.5
+def test_exact_match_counts_only_exact_reversals(monkeypatch):
+    sources = [[1, 2, 3], [4, 5], [6, 7, 8], [9, 0], [1, 1, 1]]
+    outputs = {  # what a model might generate (tokens = digit + 3), and whether it is an exact match
+        (1, 2, 3): [6, 5, 4],  # right
+        (4, 5): [8, 7, 7],  # right, then an extra token
+        (6, 7, 8): [11, 10],  # a correct prefix, one token short
+        (9, 0): [3, 12],  # right
+        (1, 1, 1): [4, 4, 5],  # one token wrong
+    }
+    calls = []
+
+    def scripted(model, chunk):
+        calls.append(len(chunk))
+        return [outputs[tuple(s)] for s in chunk]
+
+    monkeypatch.setattr(decoding, "greedy_decode", scripted)
+    assert exact_match(small("encoder_decoder"), sources, batch_size=2) == 2 / 5
+    assert calls == [2, 2, 1]  # every source decoded once, in batches of batch_size
+    with pytest.raises(ValueError, match="non-empty"):
+        exact_match(small("encoder_decoder"), [])
+    with pytest.raises(ValueError, match="batch_size"):
+        exact_match(small("encoder_decoder"), sources, batch_size=0)
+
+
+A, B, X, Y, Z = 3, 4, 5, 6, 7  # digit tokens used as the words of a scripted step function
+
+
+def scripted_step(table):
+    """step_fn from {generated prefix: {token: probability}}; every other token gets probability ~0."""
+
+    def step_fn(seq):
+        logits = torch.full((seq.size(0), VOCAB_SIZE), -30.0)
+        for row, tokens in enumerate(seq[:, 1:].tolist()):  # drop the start token
+            for token, p in table.get(tuple(tokens), {}).items():
+                logits[row, token] = torch.tensor(p).log()
+        return logits
+
+    return step_fn
+
+
+def test_beam_finds_the_more_probable_sequence_that_greedy_misses():
+    # greedy takes A (0.6) but then at best X (0.4): 0.24. B (0.4) then X (0.9) is 0.36.
+    step = scripted_step({(): {A: 0.6, B: 0.4}, (A,): {X: 0.4, Y: 0.3, Z: 0.3}, (B,): {X: 0.9, Y: 0.1},
+                          (A, X): {EOS: 1.0}, (B, X): {EOS: 1.0}, (A, Y): {EOS: 1.0}, (A, Z): {EOS: 1.0}})
+    start = torch.full((1, 1), BOS)
+    assert greedy_loop(step, start, max_new=5)[0].tolist() == [A, X, EOS]
+    tokens, score = beam_loop(step, start, beam_size=1, max_new=5)
+    assert tokens.tolist() == [A, X, EOS] and score == pytest.approx(math.log(0.24), abs=1e-4)
+    tokens, score = beam_loop(step, start, beam_size=2, max_new=5)
+    assert tokens.tolist() == [B, X, EOS] and score == pytest.approx(math.log(0.36), abs=1e-4)
+
+
+def test_length_penalty_prefers_the_longer_output_with_the_better_mean():
+    # stopping at once: log 0.55 = -0.60 in 1 token; A B EOS: log 0.45 = -0.80 in 3 tokens (mean -0.27)
+    step = scripted_step({(): {EOS: 0.55, A: 0.45}, (A,): {B: 1.0}, (A, B): {EOS: 1.0}})
+    start = torch.full((1, 1), BOS)
+    short, _ = beam_loop(step, start, beam_size=2, max_new=5)
+    assert short.tolist()[:1] == [EOS]  # plain sums favour the short output
+    long, score = beam_loop(step, start, beam_size=2, max_new=5, length_penalty=1.0)
+    assert long.tolist() == [A, B, EOS] and score == pytest.approx(math.log(0.45), abs=1e-4)
+    with pytest.raises(ValueError, match="length_penalty"):
+        beam_loop(step, start, beam_size=2, max_new=5, length_penalty=-1.0)

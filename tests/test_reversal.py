@@ -154,3 +154,15 @@ def test_losses_ignore_padding_and_prompt():
     n_src = ((lm.tokens >= 3).sum(1)) // 2  # digits appear twice in BOS src EOS tgt
     assert torch.equal(lengths, n_src + 1)  # only the reversed digits and the final EOS are scored
     assert padding_mask(lm.tokens, PAD).shape == (8, 1, 1, lm.tokens.size(1))
+
+
+def test_test_set_size_is_limited_by_the_lists_that_exist():
+    from shared.reversal import MAX_DIGITS, MIN_DIGITS
+
+    assert (MIN_LEN, MAX_LEN) == (MIN_DIGITS, MAX_DIGITS)  # the deprecated names still work
+    largest = make_test_set(10_000, seed=0)  # every one of the 1,000 three-digit lists, and more of the rest
+    assert len(set(largest)) == 10_000 and sum(len(s) == 3 for s in largest) == 1000
+    with pytest.raises(ValueError, match=r"n must be at most 10,000"):
+        make_test_set(10_001)  # used to loop forever looking for a 1,001st distinct 3-digit list
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        make_test_set(0)
