@@ -18,6 +18,7 @@ from .exercises_attention import (  # 01, 02
     check_split_heads,
     reference_multi_head_attention,
 )
+from .exercises_distributed import check_average_gradients, check_shard_for_rank  # 11
 from .exercises_generation import (  # 05, 06
     check_decoder_inputs,
     check_exact_match,
@@ -41,6 +42,7 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "04": [check_sinusoidal_table, check_learned_positions],
     "05": [check_decoder_inputs, check_greedy_step, check_exact_match],
     "06": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
+    "11": [check_shard_for_rank, check_average_gradients],
 }
 
 __all__ = [name for name in dir() if name.startswith("check_")] + ["CHECKERS", "reference_multi_head_attention"]
