@@ -22,14 +22,20 @@ from .distributed import Precision, all_reduce_max, all_reduce_sum, backward_mic
 Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
 
 
-def lm_loss(logits: Tensor, targets: Tensor, ignore_index: int = -100) -> tuple[Tensor, Tensor]:
+def lm_loss(
+    logits: Tensor, targets: Tensor, ignore_index: int = -100, label_smoothing: float = 0.0
+) -> tuple[Tensor, Tensor]:
     """Mean cross-entropy over the targets that are not `ignore_index`, and how many there were.
 
     The count is a 0-d tensor on the targets' device (reading it as an int would wait for the GPU).
+    `label_smoothing` eps trains towards (1 - eps) on the target plus eps / V on every class (the paper: 0.1).
     """
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits (B, T, V) {tuple(logits.shape)} and targets (B, T) {tuple(targets.shape)} disagree")
-    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index)
+    if not 0.0 <= label_smoothing < 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index,
+                           label_smoothing=label_smoothing)
     return loss, (targets != ignore_index).sum()
 
 

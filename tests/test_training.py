@@ -185,3 +185,15 @@ def test_progress_bar_stopped_by_time_budget_ends_finished(monkeypatch, bar_clas
         assert f"{history.next_step}/{history.next_step}" in repr(bar.container)
     else:
         assert "100%|" in capsys.readouterr().err
+
+
+def test_lm_loss_label_smoothing_matches_the_smoothed_target_distribution():
+    logits, targets = torch.randn(2, 3, 5), torch.tensor([[1, 2, -100], [0, 4, 3]])
+    loss, _ = lm_loss(logits, targets, label_smoothing=0.1)
+    keep = targets != -100
+    smoothed = torch.full((int(keep.sum()), 5), 0.1 / 5).scatter_add_(
+        1, targets[keep][:, None], torch.full((int(keep.sum()), 1), 0.9))
+    expected = -(smoothed * logits[keep].log_softmax(-1)).sum(-1).mean()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="label_smoothing"):
+        lm_loss(logits, targets, label_smoothing=1.0)
