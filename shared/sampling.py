@@ -7,18 +7,17 @@ softmax gives them probability exactly zero.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from .gpt import GPT
+from .runtime import eval_mode
+from .validation import check_finite, check_int, check_positive_int
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """Keep the k largest logits of each row (ties with the k-th are kept); set the rest to -inf."""
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ValueError(f"top_k must be a positive int, got {k!r}")
+    check_positive_int("top_k", k)
     if k >= logits.size(-1):
         return logits
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (B, 1): the k-th largest logit
@@ -41,8 +40,9 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
 
 def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> Tensor:
     """Make every token already in `tokens` (B, T) less likely: positive logits / penalty, negative * penalty."""
-    if not isinstance(penalty, (int, float)) or not math.isfinite(penalty) or penalty <= 0:
-        raise ValueError(f"repetition_penalty must be a finite number > 0 (1.0 = off), got {penalty!r}")
+    check_finite("repetition_penalty", penalty, 0.0, " (1.0 = off)")
+    if penalty == 0:
+        raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {penalty!r}")
     if penalty == 1.0:
         return logits
     seen = logits.gather(-1, tokens)  # (B, T) logits of the tokens already present
@@ -52,8 +52,7 @@ def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> 
 
 def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
     """Set to -inf every token that would repeat an n-gram already present in `tokens` (B, T)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"no_repeat_ngram_size must be an int >= 0 (0 = off), got {n!r}")
+    check_int("no_repeat_ngram_size", n, minimum=0)
     if n == 0 or tokens.size(1) < n:
         return logits
     ngrams = tokens.unfold(1, n, 1)  # (B, T - n + 1, n): every n-gram so far
@@ -71,12 +70,22 @@ def next_token_logits(
     logits = apply_repetition_penalty(logits.float(), tokens, repetition_penalty)
     logits = ban_repeated_ngrams(logits, tokens, no_repeat_ngram_size)
     if temperature > 0:
-        logits = logits / temperature
+        logits = apply_temperature(logits, temperature)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
     return logits
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """(B, V) logits / temperature, safe for any temperature > 0: the largest logit of each row stays finite.
+
+    Shifting each row so that its largest logit is 0 changes no probability; then even a temperature so
+    small that the division overflows gives -inf to the other tokens (their probability 0), never NaN.
+    """
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0; the top token(s) exactly 0
+    return torch.where(shifted == 0, shifted, shifted / temperature)  # 0 / tiny stays 0 rather than 0 / 0 = NaN
 
 
 @torch.no_grad()
@@ -101,13 +110,9 @@ def generate(
     on, the model sees between block_size // 2 and block_size tokens of context).
     """
     _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         return _generate_loop(model, prompt, max_new_tokens, temperature, generator, use_cache, dict(
             top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size))
-    finally:
-        model.train(was_training)
 
 
 def _generate_loop(model, tokens, max_new_tokens, temperature, generator, use_cache, knobs) -> Tensor:
@@ -141,10 +146,8 @@ def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p) -> None:
     if not isinstance(prompt, Tensor) or prompt.dim() != 2 or prompt.size(1) < 1 or prompt.is_floating_point():
         shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
         raise ValueError(f"prompt must be a (B, T) integer tensor with T >= 1, got {shape}")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    check_finite("temperature", temperature, 0.0, " (0 = greedy)")
     if top_k is not None:
         top_k_filter(torch.zeros(1, 1), top_k)  # same checks as the filters themselves
     if top_p is not None:

@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from shared.gpt import GPT, GPTConfig
-from shared.sampling import apply_repetition_penalty, ban_repeated_ngrams, generate, top_k_filter, top_p_filter
+from shared.sampling import (
+    apply_repetition_penalty,
+    apply_temperature,
+    ban_repeated_ngrams,
+    generate,
+    top_k_filter,
+    top_p_filter,
+)
 
 INF = float("inf")
 
@@ -107,8 +114,51 @@ def test_kv_cache_logits_close(model):
         model(tokens[:, :1], caches=caches)  # the cache is full
 
 
-def test_generation_past_block_size(model):
-    prompt = torch.zeros(2, 30, dtype=torch.long)  # longer than block_size: cropped
-    for use_cache in (True, False):
-        out = generate(model, prompt, 40, temperature=0.0, use_cache=use_cache)
-        assert out.shape == (2, 70)
+def reference_greedy(model, prompt, n, use_cache):
+    """Greedy decoding with full forward passes over the context that `generate` promises the model sees."""
+    block_size, tokens, context = model.config.block_size, prompt, None
+    for _ in range(n):
+        if not use_cache:
+            context = block_size  # always the last block_size tokens
+        elif context is None:
+            context = min(tokens.size(1), block_size)  # the first fill
+        else:  # one more cached token, or a refill from the last block_size // 2 tokens when the cache is full
+            context = context + 1 if context < block_size else block_size // 2
+        with torch.no_grad():
+            logits = model(tokens[:, -context:])[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(dim=-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@pytest.fixture(scope="module")
+def sensitive_model():
+    """Large random weights: the argmax depends on every token of the context, so a wrong window shows."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=23, block_size=24, n_layers=2, n_heads=2, d_model=32)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                torch.nn.init.normal_(p, std=0.5)
+    return model
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generation_past_block_size_matches_a_reference(sensitive_model, use_cache):
+    model = sensitive_model
+    torch.manual_seed(3)
+    prompt = torch.randint(0, 23, (2, 30))  # longer than block_size (24): cropped
+    out = generate(model, prompt, 40, temperature=0.0, use_cache=use_cache)  # the cache refills twice
+    assert out.shape == (2, 70) and torch.equal(out[:, :30], prompt)
+    assert torch.equal(out, reference_greedy(model, prompt, 40, use_cache))
+
+
+def test_tiny_temperature_is_greedy_not_nan(model):
+    torch.manual_seed(4)
+    prompt = torch.randint(0, 23, (3, 4))
+    greedy = generate(model, prompt, 10, temperature=0.0)
+    for temperature in (1e-6, 1e-30, 1e-300, 5e-324):  # logits / temperature overflows to inf
+        sampled = generate(model, prompt, 10, temperature=temperature, generator=torch.Generator().manual_seed(0))
+        assert torch.equal(sampled, greedy), temperature
+    logits = torch.tensor([[1.0, 3.0, 3.0, float("-inf")]])
+    assert torch.equal(apply_temperature(logits, 1e-300).softmax(-1), torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
+    torch.testing.assert_close(apply_temperature(logits, 2.0).softmax(-1), (logits / 2.0).softmax(-1))
