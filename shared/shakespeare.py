@@ -1,7 +1,8 @@
 """tiny Shakespeare for a character-level language model: download, tokenizer, split, batches, loss.
 
-The corpus (about 1.1 MB of plays) is downloaded once into the repository's `data/` folder, checked
-against its sha256 and written atomically, so a partial or corrupt file is never used.
+The corpus (about 1.1 MB of plays) is downloaded once into the course's data folder (`shared.files.data_dir()`:
+the checkout's `data/`, else a per-user cache folder, or $COURSE_DATA_DIR), checked against its sha256 and
+written atomically, so a partial or corrupt file is never used.
 """
 
 from __future__ import annotations
@@ -9,22 +10,28 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import Tensor, nn
 
+from .files import atomic_write, data_dir
+from .runtime import eval_mode
+from .validation import check_positive_int
+
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 N_BYTES = 1_115_394
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-DEFAULT_PATH = DATA_DIR / "tinyshakespeare.txt"
+FILE_NAME = "tinyshakespeare.txt"
 PATH_ENV = "TINYSHAKESPEARE_PATH"  # set it to use a copy that lies elsewhere
+
+
+def default_path() -> Path:
+    """Where the corpus is looked for and downloaded to: $TINYSHAKESPEARE_PATH, else data_dir()/tinyshakespeare.txt."""
+    return Path(os.environ.get(PATH_ENV) or data_dir() / FILE_NAME)
 
 
 class CorpusError(RuntimeError):
@@ -50,37 +57,32 @@ def _how_to_get(path: Path, url: str, sha256: str) -> str:
 def download(url: str, path: str | os.PathLike, sha256: str, timeout: float = 30.0) -> Path:
     """Download `url` to `path` via a temporary file; only a file with the right sha256 replaces `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
-            for chunk in iter(lambda: response.read(1 << 16), b""):
-                digest.update(chunk)
-                out.write(chunk)
-        if digest.hexdigest() != sha256:
-            raise CorpusError(
-                f"downloaded {os.path.getsize(tmp)} bytes from {url} but their sha256 is {digest.hexdigest()}, "
-                f"not {sha256} (truncated or changed file); nothing was saved.\n{_how_to_get(path, url, sha256)}"
-            )
-        os.replace(tmp, path)  # atomic: `path` is either absent or complete
+        with atomic_write(path, suffix=".part") as tmp:  # `path` is either absent (or old) or complete
+            digest = hashlib.sha256()
+            with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+                for chunk in iter(lambda: response.read(1 << 16), b""):
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != sha256:
+                raise CorpusError(
+                    f"downloaded {tmp.stat().st_size} bytes from {url} but their sha256 is {digest.hexdigest()}, "
+                    f"not {sha256} (truncated or changed file); nothing was saved.\n{_how_to_get(path, url, sha256)}"
+                )
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as err:  # offline, cut off, ...
         raise CorpusError(f"could not download {url}: {err}\n{_how_to_get(path, url, sha256)}") from err
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return path
 
 
 def load_tiny_shakespeare(
     path: str | os.PathLike | None = None, *, url: str = URL, sha256: str = SHA256, allow_download: bool = True
 ) -> str:
-    """The corpus as one string. Looks at `path`, else $TINYSHAKESPEARE_PATH, else data/tinyshakespeare.txt.
+    """The corpus as one string. Looks at `path`, else `default_path()` ($TINYSHAKESPEARE_PATH or the data folder).
 
     A missing file is downloaded from `url` (when `allow_download`); a file whose sha256 differs from
     `sha256` is never used: a CorpusError says what was found and how to get the right file.
     """
-    path = Path(path if path is not None else os.environ.get(PATH_ENV) or DEFAULT_PATH)
+    path = Path(path) if path is not None else default_path()
     if not path.is_file():
         if not allow_download:
             raise CorpusError(f"{path} does not exist and allow_download=False.\n{_how_to_get(path, url, sha256)}")
@@ -150,9 +152,8 @@ def block_batches(
     Block starts are drawn with a torch.Generator seeded from (seed, step): the same step always gives
     the same batch, so a resumed run sees exactly the batches of the uninterrupted one.
     """
-    for name, value in (("block_size", block_size), ("batch_size", batch_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int("block_size", block_size)
+    check_positive_int("batch_size", batch_size)
     if tokens.dim() != 1 or len(tokens) < block_size + 1:
         raise ValueError(f"tokens must be 1-D and longer than block_size={block_size}, got {tuple(tokens.shape)}")
     offsets = torch.arange(block_size + 1)  # (block_size + 1,)
@@ -173,20 +174,22 @@ def split_loss(model: nn.Module, tokens: Tensor, block_size: int, batch_size: in
     The split is cut into windows of block_size + 1 tokens that overlap by one, so each window
     predicts block_size new tokens (the last window may be shorter).
     """
-    was_training = model.training
-    model.eval()
+    check_positive_int("block_size", block_size)
+    check_positive_int("batch_size", batch_size)
+    if tokens.dim() != 1 or len(tokens) < 2:
+        raise ValueError(f"tokens must be 1-D with at least 2 tokens, got shape {tuple(tokens.shape)}")
     device = next(model.parameters()).device
     starts = list(range(0, len(tokens) - 1, block_size))
     total, count = 0.0, 0
-    for i in range(0, len(starts), batch_size):
-        windows = [tokens[s : s + block_size + 1] for s in starts[i : i + batch_size]]
-        by_length: dict[int, list[Tensor]] = {}
-        for w in windows:
-            by_length.setdefault(len(w), []).append(w)
-        for group in by_length.values():
-            chunk = torch.stack(group).to(device)  # (b, T + 1)
-            logits = model(chunk[:, :-1])  # (b, T, vocab_size)
-            loss = nn.functional.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum")
-            total, count = total + float(loss), count + chunk[:, 1:].numel()
-    model.train(was_training)
+    with eval_mode(model):  # back in its previous mode afterwards, even if a batch raises
+        for i in range(0, len(starts), batch_size):
+            windows = [tokens[s : s + block_size + 1] for s in starts[i : i + batch_size]]
+            by_length: dict[int, list[Tensor]] = {}
+            for w in windows:
+                by_length.setdefault(len(w), []).append(w)
+            for group in by_length.values():
+                chunk = torch.stack(group).to(device)  # (b, T + 1)
+                logits = model(chunk[:, :-1])  # (b, T, vocab_size)
+                loss = nn.functional.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum")
+                total, count = total + float(loss), count + chunk[:, 1:].numel()
     return total / count

@@ -2,7 +2,9 @@
 
 import hashlib
 import http.server
+import os
 import socket
+import stat
 import threading
 
 import pytest
@@ -108,9 +110,9 @@ def test_local_copy_by_argument_and_environment_variable(tmp_path, monkeypatch):
         load_tiny_shakespeare(tmp_path / "missing.txt", sha256=CORPUS_SHA, allow_download=False)
 
 
-@pytest.mark.skipif(not shakespeare.DEFAULT_PATH.is_file(), reason="data/tinyshakespeare.txt not present")
+@pytest.mark.skipif(not shakespeare.default_path().is_file(), reason="tinyshakespeare.txt not in the data folder")
 def test_real_corpus_in_data_folder():
-    text = load_tiny_shakespeare(shakespeare.DEFAULT_PATH, allow_download=False)
+    text = load_tiny_shakespeare(shakespeare.default_path(), allow_download=False)
     assert len(text.encode()) == shakespeare.N_BYTES
     assert CharTokenizer.from_text(text).vocab_size == 65
 
@@ -161,3 +163,33 @@ def test_split_loss_predicts_every_token_once():
             torch.nn.functional.cross_entropy(model(w[None, :-1])[0], w[1:], reduction="sum") for w in windows
         )
     assert split_loss(model, tokens, block_size=4, batch_size=2) == pytest.approx(float(total) / 9, rel=1e-5)
+
+
+def test_split_loss_restores_the_training_mode_even_when_it_fails():
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, block_size=4, n_layers=1, n_heads=1, d_model=8)).train()
+    split_loss(model, torch.randint(0, 11, (10,)), block_size=4)
+    assert model.training
+    with pytest.raises(IndexError):
+        split_loss(model, torch.tensor([1, 2, 50, 3]), block_size=4)  # id 50 is outside the vocabulary
+    assert model.training  # restored in a `finally`, not only on success
+    model.eval()
+    split_loss(model, torch.randint(0, 11, (10,)), block_size=4)
+    assert not model.training
+
+
+def test_downloaded_file_gets_the_normal_mode(server, tmp_path):
+    old = os.umask(0o022)
+    try:
+        target = download(f"{server}/good", tmp_path / "corpus.txt", CORPUS_SHA)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # readable by others, like any downloaded file
+
+
+def test_default_path_follows_the_data_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv(shakespeare.PATH_ENV, raising=False)
+    monkeypatch.setenv("COURSE_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert shakespeare.default_path() == tmp_path / "elsewhere" / "tinyshakespeare.txt"
+    monkeypatch.setenv(shakespeare.PATH_ENV, str(tmp_path / "mine.txt"))
+    assert shakespeare.default_path() == tmp_path / "mine.txt"  # the file's own variable wins
