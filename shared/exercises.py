@@ -18,8 +18,13 @@ from .exercises_attention import (  # 01, 02
     check_split_heads,
     reference_multi_head_attention,
 )
+from .exercises_block import (  # 05
+    check_encoder_layer_params,
+    check_layer_norm,
+    check_sublayer_connection,
+)
 from .exercises_distributed import check_average_gradients, check_shard_for_rank  # 11
-from .exercises_generation import (  # 05, 06
+from .exercises_generation import (  # 06, 08
     check_decoder_inputs,
     check_exact_match,
     check_greedy_step,
@@ -34,14 +39,17 @@ from .exercises_masks import (  # 03, 04
     check_padding_mask,
     check_sinusoidal_table,
 )
+from .exercises_training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
 
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "01": [check_scaled_scores, check_softmax_temperature, check_attention],
     "02": [check_split_heads, check_merge_heads, check_multi_head_attention],
     "03": [check_causal_mask, check_padding_mask, check_attention],  # here with fully_masked_rows=True
     "04": [check_sinusoidal_table, check_learned_positions],
-    "05": [check_decoder_inputs, check_greedy_step, check_exact_match],
-    "06": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
+    "05": [check_layer_norm, check_sublayer_connection, check_encoder_layer_params],
+    "06": [check_decoder_inputs, check_greedy_step, check_exact_match],
+    "07": [check_noam_lr, check_clip_global_norm, check_smoothed_targets],
+    "08": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
     "11": [check_shard_for_rank, check_average_gradients],
 }
 
