@@ -8,13 +8,13 @@ Import them from `shared.explorers`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Callable
+from collections.abc import Callable, Sequence
 
 import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
 
+from .explorer_base import Explorer, bad_int, bad_positive, slider
 from .plotting import plot_attention
 
 
@@ -36,7 +36,6 @@ def attention_figure(example: dict, kind: str | None = None, layer: int = 0, hea
 
     `example` is a dict from `attention_example`. Returns a Figure, or a message string for bad values.
     """
-    from .explorers import bad_int
 
     if not isinstance(example, dict) or "maps" not in example:
         return "example must be a dict made by attention_example(maps, labels)."
@@ -72,7 +71,6 @@ def attention_figure(example: dict, kind: str | None = None, layer: int = 0, hea
 
 def attention_explorer(example_fn: Callable[[int], dict], n_examples: int, kinds: Sequence[str] | None = None):
     """Choose example, kind (e.g. "self"/"cross"), layer and head; `example_fn(i)` -> attention_example(...)."""
-    from .explorers import Explorer, slider
 
     cache: dict[int, dict | str] = {}
 
@@ -107,7 +105,6 @@ def sample_text(generate_text: Callable[..., str], prompt: str = "ROMEO:", tempe
 
     top_k=0 and top_p=1.0 mean "off" (passed on as None). Bad values give a message instead of text.
     """
-    from .explorers import bad_int, bad_positive
 
     if not isinstance(prompt, str) or not prompt:
         return "prompt must be a non-empty string: the model continues it, so give it at least one character."
@@ -130,7 +127,6 @@ def sample_text(generate_text: Callable[..., str], prompt: str = "ROMEO:", tempe
 def sampling_explorer(generate_text: Callable[..., str], prompt: str = "ROMEO:", length: int = 200,
                       max_top_k: int = 100):
     """A playground over `sample_text`: prompt, temperature, top-k, top-p, length and seed."""
-    from .explorers import Explorer, slider
 
     controls = {"prompt": widgets.Text(value=prompt, description="prompt", continuous_update=False),
                 "temperature": slider(widgets.FloatSlider, 0.8, "temperature", min=0.05, max=2.0, step=0.05),
