@@ -74,7 +74,8 @@ def check_exact_match(c: Checker) -> None:
              "one token wrong in one of 4": ([[5, 4, 3], [9, 8], [3, 3, 7], [6, 5]], [[5, 4, 3], [9, 8], [3, 4, 7],
                                                                                         [6, 5]]),
              "a prediction with an extra token": ([[5, 4, 3, 3], [9, 8]], [[5, 4, 3], [9, 8]]),
-             "an empty prediction": ([[], [7, 7]], [[4, 4], [7, 7]])}
+             "an empty prediction": ([[], [7, 7]], [[4, 4], [7, 7]]),
+             "a prediction in the wrong order": ([[3, 4, 5], [9, 8]], [[5, 4, 3], [9, 8]])}
     for case, (preds, targets) in cases.items():
         expected = sum(p == t for p, t in zip(preds, targets)) / len(targets)
         got = c.call(case, [list(p) for p in preds], [list(t) for t in targets])
@@ -83,10 +84,13 @@ def check_exact_match(c: Checker) -> None:
             c.fail(case, f"expected a number between 0 and 1, got {type(got).__name__}.")
         tokens = sum(sum(a == b for a, b in zip(p, t)) for p, t in zip(preds, targets)) / sum(map(len, targets))
         prefix = sum(all(a == b for a, b in zip(p, t)) and len(p) > 0 for p, t in zip(preds, targets)) / len(targets)
+        unordered = sum(sorted(p) == sorted(t) for p, t in zip(preds, targets)) / len(targets)
         hints = {expected * len(targets): "return a fraction (correct / total), not a count.",
                  tokens: "this is per-token accuracy; exact match counts a sequence only when every token matches.",
                  prefix: "a prediction with extra or missing tokens is not an exact match (zip() stops at the "
-                         "shorter list: compare the lists with ==)."}
+                         "shorter list: compare the lists with ==).",
+                 unordered: "the order matters: [3, 4, 5] is not [5, 4, 3] (compare the lists with ==, not their "
+                            "sorted() copies or set())."}
         if not math.isclose(got, expected, abs_tol=1e-9):
             hint = next((h for value, h in hints.items() if math.isclose(got, value, abs_tol=1e-9)), "")
             c.fail(case, f"got {got:.4g}, expected {expected:.4g}.", hint)
