@@ -7,7 +7,7 @@ position, a hint) and returns False. An exercise still raising NotImplementedErr
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
