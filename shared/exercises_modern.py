@@ -1,0 +1,85 @@
+"""Exercise checkers for notebook 10 (a modern LLM block): RMSNorm, the SwiGLU feed-forward, repeating KV heads.
+
+Import them from `shared.exercises_modern`; see `shared.feedback` for how a checker reports.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .feedback import Checker, exercise, random_tensor
+from .modern import repeat_kv
+
+
+def _reference_rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+@exercise("RMSNorm")
+def check_rms_norm(c: Checker) -> None:
+    """fn(x (..., d), weight (d,), eps) -> x / sqrt(mean(x^2 over the last dim) + eps) * weight."""
+    cases = {"x (2, 3, 8), random gain": (random_tensor(2, 3, 8, seed=1) * 3 + 1, random_tensor(8, seed=2), 1e-5),
+             "x (4, 6), gain of ones": (random_tensor(4, 6, seed=3) + 2, torch.ones(6), 1e-5),
+             "small x with a row of zeros, eps=0.1": (torch.cat([random_tensor(2, 5, seed=4) * 0.3, torch.zeros(1, 5)]),
+                                                      random_tensor(5, seed=5), 0.1)}
+    for case, (x, weight, eps) in cases.items():
+        expected = _reference_rms_norm(x, weight, eps)
+        ms = x.pow(2).mean(-1, keepdim=True)
+        centred = x - x.mean(-1, keepdim=True)
+        variants = [
+            (F.layer_norm(x, x.shape[-1:], weight, None, eps), "this is LayerNorm: RMSNorm does not subtract the mean."),
+            (centred * torch.rsqrt(ms + eps) * weight, "do not subtract the mean: RMSNorm only rescales."),
+            (x / (ms + eps) * weight, "divide by the square ROOT of the mean square: torch.rsqrt or .sqrt()."),
+            (x / (ms.sqrt() + eps) * weight, "eps goes inside the square root: sqrt(mean(x²) + eps)."),
+            (x * torch.rsqrt(ms + eps), "multiply by the learned gain `weight` at the end."),
+            (x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps) * weight, "use the mean of x², not the sum."),
+        ]
+        if x.dim() == 3:
+            variants.append((x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight,
+                             "average over the LAST dimension (the features), not the batch: dim=-1."))
+        c.close(c.call(case, x.clone(), weight.clone(), eps), expected, case, "output", "(same shape as x)",
+                variants=variants, shape_hints={tuple(x.shape[:-1]) + (1,): "return the normalised x, not the "
+                                                "root mean square itself (keep every feature)."})
+        c.passed()
+
+
+@exercise("SwiGLU feed-forward")
+def check_swiglu(c: Checker) -> None:
+    """fn(x (B, T, d), w_gate (h, d), w_up (h, d), w_down (d, h)) -> (SiLU(x W_gate^T) * x W_up^T) W_down^T."""
+    for case, (B, T, d, h) in {"B=2, T=3, d=8, h=12": (2, 3, 8, 12), "T=1, d=4, h=6": (1, 1, 4, 6)}.items():
+        x = random_tensor(B, T, d, seed=1)
+        w_gate, w_up, w_down = random_tensor(h, d, seed=2), random_tensor(h, d, seed=3), random_tensor(d, h, seed=4)
+        gate, up = x @ w_gate.T, x @ w_up.T  # (B, T, h) each
+        expected = (F.silu(gate) * up) @ w_down.T
+        variants = [
+            ((F.silu(up) * gate) @ w_down.T, "SiLU belongs on the GATE branch: F.silu(x @ w_gate.T) * (x @ w_up.T)."),
+            ((torch.sigmoid(gate) * up) @ w_down.T, "SiLU(z) is z * sigmoid(z), not sigmoid(z) alone."),
+            ((F.gelu(gate) * up) @ w_down.T, "SwiGLU uses SiLU (swish), not GELU, on the gate."),
+            (F.silu(gate) @ w_down.T, "multiply the gated branch by the second (up) projection."),
+            (F.silu(gate * up) @ w_down.T, "apply SiLU to the gate alone, then multiply by the up branch."),
+        ]
+        c.close(c.call(case, x.clone(), w_gate.clone(), w_up.clone(), w_down.clone()), expected, case, "output",
+                "(B, T, d)", variants=variants, atol=1e-4,
+                shape_hints={(B, T, h): "project back down to d with w_down at the end."})
+        c.passed()
+
+
+@exercise("repeat KV heads (grouped-query attention)")
+def check_repeat_kv(c: Checker) -> None:
+    """fn(x (B, H_kv, T, d_k), n_rep) -> (B, H_kv * n_rep, T, d_k); query head h reads KV head h // n_rep."""
+    for case, (B, H_kv, T, d_k, n_rep) in {"H_kv=2, n_rep=3": (2, 2, 4, 3, 3), "H_kv=1 (multi-query), n_rep=4":
+                                           (1, 1, 3, 2, 4), "n_rep=1 (ordinary multi-head)": (2, 3, 2, 2, 1)}.items():
+        x = random_tensor(B, H_kv, T, d_k, seed=5)
+        expected = repeat_kv(x, n_rep)
+        variants = [(x.repeat(1, n_rep, 1, 1), "the KV heads come out tiled (0, 1, 0, 1, ...): each KV head must "
+                     "serve n_rep NEIGHBOURING query heads (0, 0, 1, 1, ...): use repeat_interleave(n_rep, dim=1).")]
+        c.close(c.call(case, x.clone(), n_rep), expected, case, "output", "(B, H_kv * n_rep, T, d_k)",
+                variants=variants,
+                shape_hints={(B, H_kv, T * n_rep, d_k): "repeat along the head axis (dim=1), not the time axis.",
+                             (B, H_kv, T, d_k * n_rep): "repeat along the head axis (dim=1), not the feature axis.",
+                             (B * n_rep, H_kv, T, d_k): "repeat along the head axis (dim=1), not the batch axis."})
+        c.passed()
+
+
+CHECKERS = {"10": [check_rms_norm, check_swiglu, check_repeat_kv]}
