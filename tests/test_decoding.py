@@ -16,11 +16,11 @@ from shared.decoding import (
     reverse,
     save_reverser,
 )
-from shared.reversal import BOS, EOS, MAX_LEN, PAD, VOCAB_SIZE, make_model
+from shared.reversal import BOS, EOS, MAX_DIGITS, PAD, VOCAB_SIZE, make_model
 from shared.transformer import TransformerConfig
 
 ARCHS = ["encoder_decoder", "decoder_only"]
-SOURCES = [[1, 2, 3], [9, 8, 7, 6, 5, 4, 3], [0, 0, 1, 1], [5] * MAX_LEN, [4, 2, 4]]
+SOURCES = [[1, 2, 3], [9, 8, 7, 6, 5, 4, 3], [0, 0, 1, 1], [5] * MAX_DIGITS, [4, 2, 4]]
 
 
 def small(arch):
@@ -82,7 +82,7 @@ def test_checkpoint_errors(tmp_path):
     broken.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a truncated download
     with pytest.raises(ValueError, match="truncated or corrupt"):
         load_reverser(broken)
-    other = TransformerConfig(VOCAB_SIZE, VOCAB_SIZE, d_model=64, n_heads=4, max_len=MAX_LEN + 1)
+    other = TransformerConfig(VOCAB_SIZE, VOCAB_SIZE, d_model=64, n_heads=4, max_len=MAX_DIGITS + 1)
     with pytest.raises(ValueError, match="another config"):
         restore_model(load_checkpoint(path), make_model("encoder_decoder", d_model=64), other)
     plain = save_checkpoint(tmp_path / "plain.pt", model, model.config)  # no vocabulary in `extra`
@@ -102,11 +102,11 @@ def test_reverse_rejects_bad_input():
         reverse(model, [1, 12, 3])
     with pytest.raises(ValueError, match="empty"):
         reverse(model, [])
-    with pytest.raises(ValueError, match=f"at most {MAX_LEN}"):
-        reverse(model, [1] * (MAX_LEN + 1))
+    with pytest.raises(ValueError, match=f"at most {MAX_DIGITS}"):
+        reverse(model, [1] * (MAX_DIGITS + 1))
     with pytest.raises(TypeError, match="model"):
         reverse(torch.nn.Linear(2, 2), [1, 2, 3])
-    assert max_source_len(model) == max_source_len(small("decoder_only")) == MAX_LEN
+    assert max_source_len(model) == max_source_len(small("decoder_only")) == MAX_DIGITS
 
 
 def test_exact_match_counts_only_exact_reversals(monkeypatch):

@@ -7,7 +7,9 @@ from shared.reversal import (
     BOS,
     EOS,
     IGNORE_INDEX,
+    MAX_DIGITS,
     MAX_LEN,
+    MIN_DIGITS,
     MIN_LEN,
     PAD,
     VOCAB_SIZE,
@@ -65,14 +67,14 @@ def test_batches_are_seeded_well_formed_and_skip_the_test_set():
     b1, b2, other = batches(5), batches(5), batches(6)
     assert all(torch.equal(x, y) for x, y in zip(b1, b2)) and not torch.equal(b1.src, other.src)
     lengths = (b1.src != PAD).sum(1)
-    assert lengths.min() >= MIN_LEN and lengths.max() <= MAX_LEN
+    assert lengths.min() >= MIN_DIGITS and lengths.max() <= MAX_DIGITS
     assert b1.src.max() < VOCAB_SIZE and (b1.src[b1.src != PAD] >= 3).all()
     for row, tgt in zip(b1.src, b1.tgt_out):
         digits = row[row != PAD].tolist()
         assert tgt[tgt != IGNORE_INDEX].tolist() == digits[::-1] + [EOS]
     # no overlap: every short source drawn during training is held out when it is in the test set
     test = make_test_set(1000, seed=1)
-    assert len(set(test)) == 1000 and {len(s) for s in test} == set(range(MIN_LEN, MAX_LEN + 1))
+    assert len(set(test)) == 1000 and {len(s) for s in test} == set(range(MIN_DIGITS, MAX_DIGITS + 1))
     clean = ReversalBatches("decoder_only", 256, seed=0, exclude=test)
     drawn = [s for step in range(40) for s in clean.sources(step)]
     assert not set(drawn) & set(test)
@@ -157,8 +159,6 @@ def test_losses_ignore_padding_and_prompt():
 
 
 def test_test_set_size_is_limited_by_the_lists_that_exist():
-    from shared.reversal import MAX_DIGITS, MIN_DIGITS
-
     assert (MIN_LEN, MAX_LEN) == (MIN_DIGITS, MAX_DIGITS)  # the deprecated names still work
     largest = make_test_set(10_000, seed=0)  # every one of the 1,000 three-digit lists, and more of the rest
     assert len(set(largest)) == 10_000 and sum(len(s) == 3 for s in largest) == 1000
