@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .alibi import alibi_bias, alibi_slopes
 from .masks import causal_mask, check_mask, combine_masks
 from .modern import repeat_kv
 from .rope import RotaryEmbedding
@@ -19,9 +20,11 @@ from .validation import check_divisible, check_positive_int
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0, bias: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
-    """softmax(q k^T / sqrt(d_k)) v, returning (output (..., T_q, d_v), weights (..., T_q, T_k)).
+    """softmax(q k^T / sqrt(d_k) + bias) v, returning (output (..., T_q, d_v), weights (..., T_q, T_k)).
+
+    bias: an optional float tensor broadcastable to the scores (ALiBi's distance penalty), added before masking.
 
     Masked positions get exactly zero weight; a fully masked row gives zero weights and a zero output
     (finite in fp32, fp16 and bf16), matching `torch.nn.functional.scaled_dot_product_attention`.
@@ -29,6 +32,8 @@ def scaled_dot_product_attention(
     _check_qkv(q, k, v)
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         check_mask(mask, scores.shape)
         # finfo.min, not -inf: a row with every key masked would otherwise become NaN.
@@ -70,7 +75,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rope: bool = False,
-        n_kv_heads: int | None = None, fused_qkv: bool = False,
+        n_kv_heads: int | None = None, fused_qkv: bool = False, alibi: bool = False,
     ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads)
@@ -81,6 +86,10 @@ class MultiHeadAttention(nn.Module):
         self.n_kv_heads, self.fused_qkv = n_kv_heads, fused_qkv
         self.dropout = dropout
         self.rope = RotaryEmbedding(self.d_k) if rope else None  # rotates q and k of self-attention
+        if rope and alibi:
+            raise ValueError("choose one position scheme: rope=True or alibi=True, not both")
+        # ALiBi: one distance penalty per head (a non-persistent buffer: checkpoints do not change)
+        self.register_buffer("alibi_slopes", alibi_slopes(n_heads) if alibi else None, persistent=False)
         d_kv = n_kv_heads * self.d_k  # width of all key (or value) heads together
         if fused_qkv:
             self.w_qkv = nn.Linear(d_model, d_model + 2 * d_kv, bias=bias)  # rows: [W^Q; W^K; W^V]
@@ -124,9 +133,9 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         positions: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """positions: (T,) or (B, T) ints, the new tokens' positions for RoPE (default: after the cache)."""
-        if self.rope is not None and key is not None and key is not query:
-            raise ValueError("rope=True applies to self-attention only: call with key=None (or key=query)")
+        """positions: (T,) or (B, T) ints, the new tokens' positions for RoPE/ALiBi (default: after the cache)."""
+        if (self.rope is not None or self.alibi_slopes is not None) and key is not None and key is not query:
+            raise ValueError("rope=True / alibi=True apply to self-attention only: call with key=None (or key=query)")
         key = query if key is None else key
         value = key if value is None else value
         _check_inputs(query, key, value, self.d_model)
@@ -136,8 +145,10 @@ class MultiHeadAttention(nn.Module):
                 past = len(cache) if cache is not None else 0
                 positions = torch.arange(past, past + q.size(2), device=q.device)  # (T_q,)
             q, k = self.rope(q, positions), self.rope(k, positions)
-        elif positions is not None:
-            raise ValueError("positions is only used with rope=True")
+        elif positions is not None and self.alibi_slopes is None:
+            raise ValueError("positions is only used with rope=True or alibi=True")
+        if positions is not None and self.alibi_slopes is not None and cache is not None:
+            raise ValueError("alibi=True with a cache takes the default positions: pass positions=None")
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H_kv, T_past + T_k, d_k): the cache stores only the KV heads
         n_rep = self.n_heads // self.n_kv_heads
@@ -146,15 +157,23 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if mask is not None:
             check_mask(mask, (q.size(0), self.n_heads, T_q, T_k))
-        if not need_weights and causal and mask is None and T_q == T_k:
+        bias = None
+        if self.alibi_slopes is not None:  # keys sit at 0..T_k-1, the new queries at the last T_q of them
+            k_pos = positions if positions is not None else torch.arange(T_k, device=q.device)  # (T_k,) or (B, T_k)
+            q_pos = positions if positions is not None else k_pos[T_k - T_q :]
+            bias = alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, T_q, T_k) or (B, H, T_q, T_k)
+        if bias is None and not need_weights and causal and mask is None and T_q == T_k:
             out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
             return self.w_o(self.merge_heads(out)), None
         if causal and T_q > 1:
             mask = combine_masks(mask, causal_mask(T_q, q.device, n_keys=T_k))
         if need_weights:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, bias=bias)
         else:
-            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+            attn_mask = mask
+            if bias is not None:  # the fused kernel takes a float mask: the bias, and finfo.min where masked
+                attn_mask = bias if mask is None else torch.where(mask, bias, torch.finfo(q.dtype).min)
+            out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p), None
         return self.w_o(self.merge_heads(out)), weights  # (B, T_q, d_model)
 
 

@@ -7,6 +7,7 @@ loop that appends the chosen token and feeds it back in (autoregressive inferenc
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -14,7 +15,7 @@ from torch import Tensor, nn
 
 from .checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
 from .gpt import GPT, GPTConfig
-from .reversal import BOS, EOS, PAD, decode_tokens, encode_digits, pad_to, vocabulary
+from .reversal import BOS, EOS, PAD, CoupledGPT, decode_tokens, encode_digits, pad_to, vocabulary
 from .runtime import eval_mode
 from .transformer import Transformer, TransformerConfig
 from .validation import check_finite, check_positive_int
@@ -43,6 +44,13 @@ def greedy_loop(step_fn: StepFn, start: Tensor, max_new: int) -> Tensor:
         if done.all():
             break
     return seq[:, start.size(1):]
+
+
+def _position_limit(model: nn.Module) -> str:
+    c = model.config
+    if isinstance(model, Transformer):
+        return f"max_len={c.max_len} target positions, BOS included"
+    return f"block_size={c.block_size} tokens for BOS, digits, EOS and answer"
 
 
 def _cut(rows: Tensor, limits: Sequence[int]) -> list[list[int]]:
@@ -168,7 +176,12 @@ def exact_match(model: nn.Module, sources: Sequence[Sequence[int]], batch_size: 
 
 
 def reverse(model: nn.Module, digits: Sequence[int]) -> list[int]:
-    """Reverse a list of digits 0-9 with a trained model: reverse(model, [1, 2, 3]) -> [3, 2, 1]."""
+    """Reverse a list of digits 0-9 with a trained model: reverse(model, [1, 2, 3]) -> [3, 2, 1].
+
+    Longer lists than the model's positions cover raise ValueError (the table limit). A length outside
+    `model.train_lengths` (recorded by `make_model` and in checkpoints) is answered with a UserWarning:
+    the model never saw such a length, and its answer is a guess (notebook 09 measures how good).
+    """
     limit = max_source_len(model)
     if not isinstance(digits, (list, tuple)):
         raise TypeError(f"digits must be a list of ints 0-9, got {type(digits).__name__}")
@@ -180,7 +193,12 @@ def reverse(model: nn.Module, digits: Sequence[int]) -> list[int]:
         if not 0 <= d <= 9:
             raise ValueError(f"digits must hold ints 0-9, got {d!r}")
     if len(digits) > limit:
-        raise ValueError(f"digits may hold at most {limit} digits for this model, got {len(digits)}")
+        raise ValueError(f"digits may hold at most {limit} digits for this model, got {len(digits)} "
+                         f"(the limit of its positions: {_position_limit(model)})")
+    lengths = getattr(model, "train_lengths", None)
+    if lengths is not None and not lengths[0] <= len(digits) <= lengths[1]:
+        warnings.warn(f"this model was trained on {lengths[0]}-{lengths[1]} digits, not {len(digits)}: "
+                      "its answer is untested at this length", UserWarning, stacklevel=2)
     tokens = greedy_decode(model, [list(digits)])[0]
     try:
         return decode_tokens(tokens)
@@ -192,6 +210,10 @@ def save_reverser(path: str | os.PathLike, model: nn.Module, **kwargs):
     """Save a reversal model with shared.checkpoint; the task's vocabulary goes into `extra`."""
     max_source_len(model)
     extra = {"task": "reversal", "vocabulary": vocabulary(), **kwargs.pop("extra", {})}
+    if getattr(model, "train_lengths", None) is not None:
+        extra["train_lengths"] = list(model.train_lengths)
+    if isinstance(model, CoupledGPT):
+        extra["model_class"] = "CoupledGPT"
     return save_checkpoint(path, model, model.config, extra=extra, **kwargs)
 
 
@@ -206,6 +228,10 @@ def load_reverser(path: str | os.PathLike, device: str | torch.device = "cpu") -
     if state["config_class"] not in classes:
         raise ValueError(f"{path} holds a {state['config_class']}; expected one of {sorted(classes)}")
     config_cls, model_cls = classes[state["config_class"]]
+    if state["extra"].get("model_class") == "CoupledGPT":
+        model_cls = CoupledGPT
     config = config_from_checkpoint(state, config_cls)
     model = restore_model(state, model_cls(config), config)
+    if "train_lengths" in state["extra"]:
+        model.train_lengths = tuple(state["extra"]["train_lengths"])
     return model.to(device).eval()

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from .attention import KVCache
 from .layers import PreLNBlock
 from .modern import NORMS, make_norm, swiglu_hidden_size
-from .positional import LearnedPositionalEmbedding
+from .positional import POSITION_SCHEMES, LearnedPositionalEmbedding, SinusoidalPositionalEncoding, randomized_positions
 from .validation import check_divisible, check_dropout, check_positive_ints
 
 
@@ -34,6 +34,9 @@ class GPTConfig:
     n_kv_heads: int | None = None  # None: n_heads (multi-head); fewer: grouped-query; 1: multi-query
     fused_qkv: bool = False  # one (d_model -> q|k|v) matrix instead of three
     bias: bool = True  # False: no biases in linears and norms
+    position: str = "learned"  # position scheme: one of POSITION_SCHEMES (see shared/positional.py, rope, alibi)
+    max_position: int | None = None  # ids 0..max_position-1 a positional table covers; None: block_size
+    randomized_positions: bool = False  # training draws sorted random ids from 0..max_position-1 (Ruoss et al.)
 
     @property
     def ffn_width(self) -> int:
@@ -47,6 +50,23 @@ class GPTConfig:
         check_divisible(self.d_model, self.n_heads, "GPTConfig.")
         check_dropout("GPTConfig.dropout", self.dropout)
         self._check_options()
+        self._check_position_options()
+
+    def _check_position_options(self) -> None:
+        if self.position not in POSITION_SCHEMES:
+            raise ValueError(f"GPTConfig.position must be one of {POSITION_SCHEMES}, got {self.position!r}")
+        if self.max_position is not None and (not isinstance(self.max_position, int) or self.max_position < 1):
+            raise ValueError(f"GPTConfig.max_position must be None or a positive int, got {self.max_position!r}")
+        if not isinstance(self.randomized_positions, bool):
+            raise ValueError(f"GPTConfig.randomized_positions must be a bool, got {self.randomized_positions!r}")
+        if self.randomized_positions and self.position not in ("learned", "sinusoidal", "rope"):
+            raise ValueError(f"GPTConfig.randomized_positions needs position 'learned', 'sinusoidal' or 'rope', "
+                             f"got {self.position!r}")
+
+    @property
+    def n_positions(self) -> int:
+        """Size of the range of position ids (the positional table, or the randomized draw)."""
+        return self.block_size if self.max_position is None else self.max_position
 
     def _check_options(self) -> None:
         for name, allowed in (("norm", NORMS), ("activation", ("gelu", "swiglu"))):
@@ -71,11 +91,12 @@ class GPT(nn.Module):
         self.config = config
         c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = LearnedPositionalEmbedding(c.block_size, c.d_model)
+        self.pos_emb = _position_embedding(c)  # None for rope, alibi and none: nothing added to the tokens
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             PreLNBlock(c.d_model, c.n_heads, c.ffn_width, c.dropout, c.activation, norm=c.norm, bias=c.bias,
-                       n_kv_heads=c.n_kv_heads, fused_qkv=c.fused_qkv)
+                       n_kv_heads=c.n_kv_heads, fused_qkv=c.fused_qkv, rope=c.position == "rope",
+                       alibi=c.position == "alibi")
             for _ in range(c.n_layers)
         )
         self.norm = make_norm(c.norm, c.d_model, c.bias)
@@ -102,8 +123,15 @@ class GPT(nn.Module):
         """One empty KV cache per block, for `forward(..., caches=...)` during generation."""
         return [KVCache() for _ in self.blocks]
 
-    def forward(self, tokens: Tensor, caches: list[KVCache] | None = None, need_weights: bool = False) -> Tensor:
-        """(B, T) ids -> (B, T, vocab_size) logits. With `caches`, tokens continue the cached positions."""
+    def forward(
+        self, tokens: Tensor, caches: list[KVCache] | None = None, need_weights: bool = False,
+        positions: Tensor | None = None,
+    ) -> Tensor:
+        """(B, T) ids -> (B, T, vocab_size) logits. With `caches`, tokens continue the cached positions.
+
+        positions: optional (T,) or (B, T) position ids of the tokens (default offset..offset+T-1, or in
+        training with randomized_positions a sorted random draw from 0..n_positions-1).
+        """
         if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
             raise ValueError(f"tokens must be a (B, T) integer tensor, got {_describe(tokens)}")
         offset = len(caches[0]) if caches else 0
@@ -112,9 +140,17 @@ class GPT(nn.Module):
                 f"sequence length {offset + tokens.size(1)} exceeds block_size={self.config.block_size}; "
                 "crop the context to the last block_size tokens"
             )
-        x = self.drop(self.pos_emb(self.tok_emb(tokens), offset=offset))  # (B, T, d_model)
+        c = self.config
+        if positions is None and c.randomized_positions and self.training and not caches:
+            positions = randomized_positions(tokens.size(0), tokens.size(1), c.n_positions, tokens.device)
+        x = self.tok_emb(tokens)  # (B, T, d_model)
+        if self.pos_emb is not None:
+            x = self.pos_emb(x, offset=offset, positions=positions)
+        x = self.drop(x)
+        block_positions = positions if c.position in ("rope", "alibi") else None  # the others used them above
         for i, block in enumerate(self.blocks):
-            x = block(x, causal=True, need_weights=need_weights, cache=caches[i] if caches else None)
+            x = block(x, causal=True, need_weights=need_weights, cache=caches[i] if caches else None,
+                      positions=block_positions)
         return self.lm_head(self.norm(x))  # (B, T, vocab_size)
 
     def attention_maps(self) -> Tensor:
@@ -123,6 +159,14 @@ class GPT(nn.Module):
         if any(m is None for m in maps):
             raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
         return torch.stack(maps)
+
+
+def _position_embedding(c: GPTConfig) -> nn.Module | None:
+    if c.position == "learned":
+        return LearnedPositionalEmbedding(c.n_positions, c.d_model)
+    if c.position == "sinusoidal":
+        return SinusoidalPositionalEncoding(c.d_model, c.n_positions)
+    return None
 
 
 def _describe(x) -> str:

@@ -38,29 +38,35 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Post-LN encoder layer (the 2017 paper): x = LN(x + SelfAttn(x)); x = LN(x + FFN(x))."""
+    """Post-LN encoder layer (the 2017 paper): x = LN(x + SelfAttn(x)); x = LN(x + FFN(x)). rope: RoPE in SelfAttn."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
+                 rope: bool = False):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, rope=rope)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights = None
 
-    def forward(self, x: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
-        """(B, T_src, d_model) -> same; src_mask (B, 1, 1, T_src) hides padding."""
-        attn, self.self_attn_weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights)
+    def forward(self, x: Tensor, src_mask: Tensor | None = None, need_weights: bool = False,
+                positions: Tensor | None = None) -> Tensor:
+        """(B, T_src, d_model) -> same; src_mask (B, 1, 1, T_src) hides padding; positions for RoPE."""
+        attn, self.self_attn_weights = self.self_attn(x, x, x, src_mask, need_weights=need_weights, positions=positions)
         x = self.norm1(x + self.dropout(attn))
         return self.norm2(x + self.dropout(self.ff(x)))
 
 
 class DecoderLayer(nn.Module):
-    """Post-LN decoder layer: masked self-attention, cross-attention over `memory`, FFN; each + LN."""
+    """Post-LN decoder layer: masked self-attention, cross-attention over `memory`, FFN; each + LN.
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+    rope=True rotates q and k of the self-attention (cross-attention has no positions to compare).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
+                 rope: bool = False):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, rope=rope)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
@@ -74,13 +80,14 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         need_weights: bool = False,
+        positions: Tensor | None = None,
     ) -> Tensor:
         """x (B, T_tgt, d_model), memory (B, T_src, d_model) -> (B, T_tgt, d_model).
 
         tgt_mask (B, 1, T_tgt, T_tgt) is causal AND target padding; memory_mask (B, 1, 1, T_src) is the
         *source* padding mask — never the target mask.
         """
-        attn, self.self_attn_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights)
+        attn, self.self_attn_weights = self.self_attn(x, x, x, tgt_mask, need_weights=need_weights, positions=positions)
         x = self.norm1(x + self.dropout(attn))
         attn, self.cross_attn_weights = self.cross_attn(x, memory, memory, memory_mask, need_weights=need_weights)
         x = self.norm2(x + self.dropout(attn))

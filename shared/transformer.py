@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from .layers import DecoderLayer, EncoderLayer
 from .masks import decoder_mask, padding_mask
-from .positional import ScaledEmbedding, SinusoidalPositionalEncoding
+from .positional import LearnedPositionalEmbedding, ScaledEmbedding, SinusoidalPositionalEncoding, randomized_positions
 from .validation import check_divisible, check_dropout, check_positive_ints
 
 
@@ -27,12 +27,20 @@ class TransformerConfig:
     dropout: float = 0.1
     max_len: int = 512  # longest source or target the positional table covers
     pad_id: int = 0
+    position: str = "sinusoidal"  # or "learned" (a table of max_len) or "rope" (in both self-attentions)
+    randomized_positions: bool = False  # training draws sorted random ids from 0..max_len-1 (Ruoss et al.)
 
     def __post_init__(self) -> None:
         check_positive_ints(self, ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_encoder_layers",
                                    "n_decoder_layers", "d_ff", "max_len"))
         check_divisible(self.d_model, self.n_heads, "TransformerConfig.")
         check_dropout("TransformerConfig.dropout", self.dropout)
+        if self.position not in ("sinusoidal", "learned", "rope"):  # alibi and none cannot locate the source
+            raise ValueError(f"TransformerConfig.position must be 'sinusoidal', 'learned' or 'rope', "
+                             f"got {self.position!r}")
+        if not isinstance(self.randomized_positions, bool):
+            raise ValueError(
+                f"TransformerConfig.randomized_positions must be a bool, got {self.randomized_positions!r}")
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig.pad_id must be a token id of both vocabularies, got {self.pad_id!r}")
 
@@ -45,11 +53,16 @@ class Transformer(nn.Module):
         self.config = c = config
         self.src_embed = ScaledEmbedding(c.src_vocab_size, c.d_model)  # x sqrt(d_model)
         self.tgt_embed = ScaledEmbedding(c.tgt_vocab_size, c.d_model)
-        self.positional = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        self.positional = None  # rope: positions act inside self-attention
+        if c.position == "sinusoidal":
+            self.positional = SinusoidalPositionalEncoding(c.d_model, c.max_len)
+        elif c.position == "learned":
+            self.positional = LearnedPositionalEmbedding(c.max_len, c.d_model)
         self.dropout = nn.Dropout(c.dropout)
         sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout)
-        self.encoder = nn.ModuleList(EncoderLayer(*sizes) for _ in range(c.n_encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(*sizes) for _ in range(c.n_decoder_layers))
+        rope = c.position == "rope"
+        self.encoder = nn.ModuleList(EncoderLayer(*sizes, rope=rope) for _ in range(c.n_encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*sizes, rope=rope) for _ in range(c.n_decoder_layers))
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size)  # output projection to the target vocabulary
         # Xavier/Glorot init of every matrix, as in the Annotated Transformer, except the two embeddings: they
         # keep ScaledEmbedding's N(0, 1/d_model), so that after the x sqrt(d_model) factor tokens have std 1.
@@ -70,9 +83,9 @@ class Transformer(nn.Module):
         """src (B, T_src) ids -> memory (B, T_src, d_model)."""
         _check_tokens(src, "src")
         src_mask = self.src_mask(src) if src_mask is None else src_mask
-        x = self.dropout(self.positional(self.src_embed(src)))  # (B, T_src, d_model)
+        x, positions = self._add_positions(self.src_embed(src))  # (B, T_src, d_model)
         for layer in self.encoder:
-            x = layer(x, src_mask, need_weights=need_weights)
+            x = layer(x, src_mask, need_weights=need_weights, positions=positions)
         return x
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
@@ -85,10 +98,19 @@ class Transformer(nn.Module):
             raise ValueError(f"memory must be (B={tgt.size(0)}, T_src, d_model={self.config.d_model}), "
                              f"got {tuple(memory.shape)}")
         tgt_mask = decoder_mask(tgt, self.config.pad_id)  # (B, 1, T_tgt, T_tgt)
-        x = self.dropout(self.positional(self.tgt_embed(tgt)))  # (B, T_tgt, d_model)
+        x, positions = self._add_positions(self.tgt_embed(tgt))  # (B, T_tgt, d_model)
         for layer in self.decoder:
-            x = layer(x, memory, tgt_mask, src_mask, need_weights=need_weights)
+            x = layer(x, memory, tgt_mask, src_mask, need_weights=need_weights, positions=positions)
         return self.generator(x)  # (B, T_tgt, tgt_vocab_size)
+
+    def _add_positions(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Embedded (B, T, d_model) -> (dropout(x + positions), the ids RoPE needs or None for the default)."""
+        c, positions = self.config, None
+        if c.randomized_positions and self.training:
+            positions = randomized_positions(x.size(0), x.size(1), c.max_len, x.device)  # (B, T) sorted ids
+        if self.positional is not None:
+            x = self.positional(x, positions=positions)
+        return self.dropout(x), positions if c.position == "rope" else None
 
     def forward(self, src: Tensor, tgt: Tensor, need_weights: bool = False) -> Tensor:
         """Teacher forcing: src (B, T_src), tgt (B, T_tgt) -> logits (B, T_tgt, tgt_vocab_size)."""
