@@ -35,7 +35,7 @@ SCHEMES = {
     "random_rope": (dict(position="rope", randomized_positions=True), ARCHS),
     "coupled": (dict(position="coupled"), ("decoder_only",)),  # position coupling, Cho et al. 2024
 }
-RECIPE = dict(d_model=64, n_heads=4, n_layers=2, batch_size=64, lr=2e-3, warmup=100)
+RECIPE = dict(d_model=64, n_heads=4, n_layers=2, batch_size=64, lr=3e-3, warmup=100)
 
 
 def check_scheme(scheme: str, arch: str) -> None:
