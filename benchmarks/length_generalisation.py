@@ -1,6 +1,7 @@
 """Train a reversal model on 1-12 digits with one position scheme for a wall-clock budget; score lengths 1-32.
 
     python benchmarks/length_generalisation.py --scheme coupled --arch decoder_only --seconds 300 [--seed 0]
+        [--steps N]  (stop at N steps if that comes first: on a busy shared machine, a step count repeats)
 
 Schemes: see shared.lengthgen.SCHEMES (sinusoidal, learned, rope, alibi, nope, random_sinusoidal,
 random_learned, random_rope, coupled). Test lists: 200 per length (all 10 / 100 lists of lengths 1 / 2),
@@ -41,6 +42,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--arch", choices=ARCHS, default="decoder_only")
     parser.add_argument("--seconds", type=float, required=True, help="training budget in seconds of wall time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=10**9, help="also stop after this many steps")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--n-test", type=int, default=200, help="held-out lists per length")
     for name in ("d_model", "n_heads", "n_layers", "batch_size", "warmup"):
@@ -59,7 +61,7 @@ def main(argv=None) -> dict:
     started = time.perf_counter()
     test_sets = length_test_sets(TEST_LENGTHS, n=args.n_test)
     budget = args.seconds - (time.perf_counter() - started)  # setup counts against the budget
-    model, history = train_scheme(args.scheme, args.arch, seed=args.seed, max_steps=10**9, max_seconds=budget,
+    model, history = train_scheme(args.scheme, args.arch, seed=args.seed, max_steps=args.steps, max_seconds=budget,
                                   exclude=held_out(test_sets), recipe=recipe)
     train_wall = time.perf_counter() - started
     accuracy = accuracy_by_length(model, test_sets)
