@@ -152,8 +152,10 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H_kv, T_past + T_k, d_k): the cache stores only the KV heads
         n_rep = self.n_heads // self.n_kv_heads
-        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, T_k, d_k): each KV head serves n_rep queries
         T_q, T_k = q.size(2), k.size(2)
+        fused_kernel = self.alibi_slopes is None and not need_weights and causal and mask is None and T_q == T_k
+        if not fused_kernel:  # the fused kernel reads the shared KV heads itself (enable_gqa): no copies
+            k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, T_k, d_k): each KV head serves n_rep queries
         dropout_p = self.dropout if self.training else 0.0
         if mask is not None:
             check_mask(mask, (q.size(0), self.n_heads, T_q, T_k))
@@ -162,8 +164,8 @@ class MultiHeadAttention(nn.Module):
             k_pos = positions if positions is not None else torch.arange(T_k, device=q.device)  # (T_k,) or (B, T_k)
             q_pos = positions if positions is not None else k_pos[T_k - T_q :]
             bias = alibi_bias(self.alibi_slopes, q_pos, k_pos).to(q.dtype)  # (H, T_q, T_k) or (B, H, T_q, T_k)
-        if bias is None and not need_weights and causal and mask is None and T_q == T_k:
-            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        if fused_kernel:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=n_rep > 1)
             return self.w_o(self.merge_heads(out)), None
         if causal and T_q > 1:
             mask = combine_masks(mask, causal_mask(T_q, q.device, n_keys=T_k))
