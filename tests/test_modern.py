@@ -1,5 +1,8 @@
 """Modern block options: RMSNorm, SwiGLU, grouped-query attention, fused QKV, bias-free linears, KV-cache bytes."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,7 +21,8 @@ OPTIONS = {  # every option alone, and all together
     "mqa": dict(n_kv_heads=1),
     "fused_qkv": dict(fused_qkv=True),
     "no_bias": dict(bias=False),
-    "all": dict(norm="rmsnorm", activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False),
+    "rope": dict(position="rope"),
+    "all": dict(norm="rmsnorm", activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False, position="rope"),
 }
 
 
@@ -249,3 +253,28 @@ def test_block_options_pass_through():
     block = PreLNBlock(32, 4, 64, norm="rmsnorm", activation="swiglu", bias=False, n_kv_heads=1, fused_qkv=True)
     assert isinstance(block.norm1, RMSNorm) and block.ff.gate is not None and block.attn.n_kv_heads == 1
     assert block(torch.randn(2, 5, 32), causal=True).shape == (2, 5, 32)
+
+
+def _benchmark_module():
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "char_gpt.py"
+    spec = importlib.util.spec_from_file_location("char_gpt_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_modern_shape_has_the_default_parameter_count():
+    bench = _benchmark_module()
+
+    def build(shape):
+        options = {k: shape[k] for k in bench.MODEL_OPTIONS if k in shape}
+        return GPT(GPTConfig(vocab_size=65, block_size=shape["block_size"], n_layers=shape["n_layers"],
+                             n_heads=shape["n_heads"], d_model=shape["d_model"], **options))
+
+    default, modern = build(bench.SHAPES["tuned"]), build(bench.SHAPES["modern"])
+    assert abs(modern.num_parameters() - default.num_parameters()) / default.num_parameters() < 0.01
+    c = modern.config
+    assert (c.norm, c.position, c.activation, c.fused_qkv, c.bias) == ("rmsnorm", "rope", "swiglu", True, False)
+    assert c.n_kv_heads < c.n_heads
+    assert [bench.parse_value(v) for v in ("true", "False", "none", "3", "3e-3", "rmsnorm")] == [
+        True, False, None, 3, 3e-3, "rmsnorm"]
