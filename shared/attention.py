@@ -113,7 +113,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.w_qkv(query).split(sizes, dim=-1)
         else:  # cross-attention: the same weights, applied to different inputs
             biases = self.w_qkv.bias.split(sizes) if self.w_qkv.bias is not None else (None,) * 3
-            q, k, v = (F.linear(x, w, b) for x, w, b in zip((query, key, value), self.w_qkv.weight.split(sizes), biases))
+            weights = self.w_qkv.weight.split(sizes)  # [W^Q, W^K, W^V]
+            q, k, v = (F.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def merge_heads(self, x: Tensor) -> Tensor:

@@ -28,7 +28,8 @@ def check_rms_norm(c: Checker) -> None:
         ms = x.pow(2).mean(-1, keepdim=True)
         centred = x - x.mean(-1, keepdim=True)
         variants = [
-            (F.layer_norm(x, x.shape[-1:], weight, None, eps), "this is LayerNorm: RMSNorm does not subtract the mean."),
+            (F.layer_norm(x, x.shape[-1:], weight, None, eps),
+             "this is LayerNorm: RMSNorm does not subtract the mean."),
             (centred * torch.rsqrt(ms + eps) * weight, "do not subtract the mean: RMSNorm only rescales."),
             (x / (ms + eps) * weight, "divide by the square ROOT of the mean square: torch.rsqrt or .sqrt()."),
             (x / (ms.sqrt() + eps) * weight, "eps goes inside the square root: sqrt(mean(x²) + eps)."),
