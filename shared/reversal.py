@@ -187,6 +187,8 @@ def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2
                max_source: int = MAX_LEN, train_lengths: tuple[int, int] = (MIN_LEN, MAX_LEN)):
     """A Transformer (n_layers encoder + n_layers decoder) or a GPT (2 * n_layers blocks) sized for the task.
 
+    d_ff: the FFN width of either model (None: 4 * d_model).
+
     position: None (sinusoidal for the encoder-decoder, learned for the GPT), a scheme of the config, or
     "coupled" (decoder-only: a `CoupledGPT`). max_source: the longest source the positions must cover.
     train_lengths (min, max) is recorded as `model.train_lengths`, so `reverse()` can warn outside it.
@@ -200,7 +202,7 @@ def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2
         model = Transformer(config)
     else:
         config = GPTConfig(VOCAB_SIZE, block_size=2 * max_source + 2, n_layers=2 * n_layers, n_heads=n_heads,
-                           d_model=d_model, dropout=dropout, randomized_positions=randomized_positions,
+                           d_model=d_model, dropout=dropout, d_ff=d_ff, randomized_positions=randomized_positions,
                            position="learned" if position in (None, "coupled") else position)
         model = CoupledGPT(config) if position == "coupled" else GPT(config)
     model.train_lengths = tuple(train_lengths)

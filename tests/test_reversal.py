@@ -166,3 +166,12 @@ def test_test_set_size_is_limited_by_the_lists_that_exist():
         make_test_set(10_001)  # used to loop forever looking for a 1,001st distinct 3-digit list
     with pytest.raises(ValueError, match="n must be a positive int"):
         make_test_set(0)
+
+
+def test_make_model_gives_both_architectures_the_requested_ffn_width():
+    """d_ff reaches the GPT too (it used to be dropped, so a "same sizes" comparison was not)."""
+    gpt = make_model("decoder_only", d_model=32, n_heads=4, n_layers=1, d_ff=48)
+    encdec = make_model("encoder_decoder", d_model=32, n_heads=4, n_layers=1, d_ff=48)
+    assert gpt.config.ffn_width == 48 and encdec.config.d_ff == 48
+    assert gpt.blocks[0].ff.linear1.out_features == 48 and encdec.encoder[0].ff.linear1.out_features == 48
+    assert make_model("decoder_only", d_model=32, n_heads=4, n_layers=1).config.ffn_width == 4 * 32
