@@ -48,9 +48,11 @@ def _tensors(output) -> list[Tensor]:
 
 
 class FirstNonFinite:
-    """Context manager: forward hooks on every submodule of `model`; `.first` names the first bad output.
+    """Context manager: forward hooks on every submodule of `model`; `.first` names where NaN/inf was born.
 
-    Hooks run when a module finishes, so an inner module is reported before the block that contains it.
+    `.first` is the first module whose inputs were all finite but whose output is not: the module whose own
+    computation made the first NaN or inf (a child that only passes a NaN on is not reported). If no module
+    qualifies (the model's input itself was bad), it is the first module with a non-finite output.
     With stop=True the hook raises `NonFiniteError` at that moment (e.g. to stop a training run).
     """
 
@@ -59,6 +61,7 @@ class FirstNonFinite:
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.model, self.stop = model, stop
         self.first: NonFinite | None = None
+        self.first_output: NonFinite | None = None  # the first non-finite output of any module
         self.forward_passes = 0
         self._handles: list = []
 
@@ -75,19 +78,23 @@ class FirstNonFinite:
         for handle in self._handles:
             handle.remove()
         self._handles.clear()
+        if self.first is None:
+            self.first = self.first_output
 
     def _hook(self, name: str):
         def hook(module, args, output):
             if self.first is not None:
                 return
-            for t in _tensors(output):
-                t = t.detach()
-                if not torch.isfinite(t).all():
-                    self.first = NonFinite(name, type(module).__name__, int(t.isnan().sum()),
-                                           int(t.isinf().sum()), tuple(t.shape), self.forward_passes - 1)
-                    if self.stop:
-                        raise NonFiniteError(f"first non-finite output: {self.first}")
-                    return
+            bad = next((t.detach() for t in _tensors(output) if not torch.isfinite(t).all()), None)
+            if bad is None:
+                return
+            found = NonFinite(name, type(module).__name__, int(bad.isnan().sum()), int(bad.isinf().sum()),
+                              tuple(bad.shape), self.forward_passes - 1)
+            self.first_output = self.first_output or found
+            if all(torch.isfinite(t).all() for t in _tensors(args)):  # born here, not passed on
+                self.first = found
+                if self.stop:
+                    raise NonFiniteError(f"first non-finite output: {found}")
 
         return hook
 

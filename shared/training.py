@@ -115,7 +115,8 @@ def train(
 ) -> History:
     """Train until `max_steps` (or `max_seconds` of training time); pass a saved `history` to resume.
 
-    `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over). With `max_seconds`
+    `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over: an int or a 0-d tensor).
+    Values are read back from the device only when logging. With `max_seconds`
     the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
     `micro_batches` splits each batch for gradient accumulation; `precision` ('fp32', 'bf16', 'fp16', 'auto')
     runs the forward pass under autocast. Inside a torchrun process group (see shared.distributed) pass a

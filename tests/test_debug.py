@@ -35,6 +35,24 @@ def test_first_nonfinite_names_the_innermost_first_module():
     assert not model[0]._forward_hooks  # hooks removed on exit
 
 
+def test_first_nonfinite_names_the_parent_whose_own_code_made_the_nan():
+    class Parent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.out = nn.Linear(2, 2), nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.out(self.inner(x).log())  # the NaN is made here, between the two children
+
+    model = nn.Sequential(nn.Identity(), Parent())
+    with torch.no_grad():
+        model[1].inner.weight.fill_(-1.0)
+        model[1].inner.bias.zero_()
+    with FirstNonFinite(model) as watch:
+        model(torch.ones(1, 2))
+    assert watch.first.name == "1" and watch.first_output.name == "1.out"  # 1.out only passed it on
+
+
 def test_first_nonfinite_reports_inf_counts_passes_and_none_when_finite():
     model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
     with FirstNonFinite(model) as watch:
