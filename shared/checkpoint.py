@@ -81,10 +81,9 @@ def set_rng_state(state: dict | torch.Tensor) -> None:
         return
     torch.set_rng_state(state["torch"])
     if state.get("cuda") is not None and torch.cuda.is_available():
-        if len(state["cuda"]) != torch.cuda.device_count():
-            raise ValueError(f"checkpoint holds the RNG state of {len(state['cuda'])} CUDA devices, "
-                             f"this machine has {torch.cuda.device_count()}")
-        torch.cuda.set_rng_state_all(state["cuda"])
+        # device i gets device i's state; a machine with fewer (or more) GPUs restores those both have
+        for i, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, device=i)
     if state.get("python") is not None:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))

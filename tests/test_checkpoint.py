@@ -108,7 +108,7 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
         monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in self.states])
-        monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: setattr(self, "states", list(states)))
+        monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: self.states.__setitem__(device, state))
 
 
 def test_checkpoint_restores_torch_cuda_and_python_random_state(tmp_path, monkeypatch):
