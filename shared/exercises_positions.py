@@ -70,8 +70,9 @@ def check_randomized_positions(c: Checker) -> None:
     """fn(batch, length, max_position) -> (batch, length) ints: per row a sorted random subset of 0..max_position-1."""
     for batch, length, max_position in ((256, 6, 40), (64, 12, 12), (500, 1, 5)):
         case = f"batch={batch}, length={length}, max_position={max_position}"
-        torch.manual_seed(0)
-        got = c.shape(c.call(case, batch, length, max_position), (batch, length), case, "positions")
+        with torch.random.fork_rng():  # seeded for repeatable feedback, without touching the learner's random state
+            torch.manual_seed(0)
+            got = c.shape(c.call(case, batch, length, max_position), (batch, length), case, "positions")
         if got.is_floating_point():
             c.fail(case, f"positions have dtype {got.dtype}, expected an integer dtype.",
                    "position ids index a table: use torch.randperm / topk indices, or call .long().")

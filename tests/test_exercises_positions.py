@@ -103,3 +103,11 @@ def test_randomized_positions(capsys):
     rejects(ex.check_randomized_positions, lambda b, n, m: torch.arange(n).repeat(b, 1), capsys, "ids ever appear")
     rejects(ex.check_randomized_positions, lambda b, n, m: randomized_positions(b, n, m).float(), capsys, "dtype")
     rejects(ex.check_randomized_positions, lambda b, n, m: randomized_positions(b, n, m) + 1, capsys, "expected 0..")
+
+
+def test_checker_leaves_global_random_state_alone(capsys):
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    ex.check_randomized_positions(randomized_positions)
+    assert torch.equal(torch.rand(3), expected)
