@@ -8,7 +8,6 @@ so they are also seen in training; from length 3 on, test lists are distinct and
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -85,7 +84,7 @@ def train_scheme(scheme: str, arch: str, *, seed: int = 0, max_steps: int, max_s
                               min_len=TRAIN_LENGTHS[0], max_len=TRAIN_LENGTHS[1])
     optimizer = torch.optim.AdamW(model.parameters(), lr=r["lr"], betas=(0.9, 0.98), weight_decay=0.0)
     history = train(model, optimizer, batches, loss_for(arch), max_steps=max_steps, max_seconds=max_seconds,
-                    schedule=warmup_cosine(r["warmup"], min_ratio=0.0), grad_clip=1.0, log_every=25,
+                    schedule=warmup_cosine(r["warmup"], min_ratio=0.0), grad_clip=1.0, log_every=10,
                     progress=progress, desc=desc)
     return model.eval(), history
 
@@ -165,10 +164,3 @@ def _one_changed(rng: random.Random, length: int) -> list[int]:
     digits = [rng.randrange(10)] * length
     digits[rng.randrange(length)] = (digits[0] + rng.randrange(1, 10)) % 10
     return digits
-
-
-def timed(fn, *args, **kwargs):
-    """(result of fn(*args, **kwargs), seconds it took)."""
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - start
