@@ -285,6 +285,9 @@ def _check_pair(explicit, fused) -> None:
             f"explicit (d_model={explicit.d_model}, n_heads={explicit.n_heads}) and fused "
             f"(d_model={fused.d_model}, n_heads={fused.n_heads}) attention must have the same sizes"
         )
+    if fused.fused_qkv or fused.n_kv_heads != fused.n_heads:
+        raise ValueError("copying needs plain multi-head attention: fused_qkv=False and n_kv_heads=None (= n_heads), "
+                         f"got fused_qkv={fused.fused_qkv}, n_kv_heads={fused.n_kv_heads}")
 
 
 def _check_qkv(q, k, v) -> None:

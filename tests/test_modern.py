@@ -278,3 +278,13 @@ def test_benchmark_modern_shape_has_the_default_parameter_count():
     assert c.n_kv_heads < c.n_heads
     assert [bench.parse_value(v) for v in ("true", "False", "none", "3", "3e-3", "rmsnorm")] == [
         True, False, None, 3, 3e-3, "rmsnorm"]
+
+
+def test_copying_to_explicit_heads_rejects_modern_options():
+    from shared.attention import ExplicitMultiHeadAttention, copy_fused_to_explicit
+
+    explicit = ExplicitMultiHeadAttention(32, 4)
+    for options in (dict(n_kv_heads=2), dict(fused_qkv=True)):
+        with pytest.raises(ValueError, match="plain multi-head attention"):
+            copy_fused_to_explicit(MultiHeadAttention(32, 4, **options), explicit)
+    copy_fused_to_explicit(MultiHeadAttention(32, 4, n_kv_heads=4), explicit)  # nothing shared: allowed
