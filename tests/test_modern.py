@@ -288,3 +288,16 @@ def test_copying_to_explicit_heads_rejects_modern_options():
         with pytest.raises(ValueError, match="plain multi-head attention"):
             copy_fused_to_explicit(MultiHeadAttention(32, 4, **options), explicit)
     copy_fused_to_explicit(MultiHeadAttention(32, 4, n_kv_heads=4), explicit)  # nothing shared: allowed
+
+
+def test_a_modern_gpt_round_trips_through_a_checkpoint(tmp_path):
+    from shared.checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
+
+    model = GPT(small_config(**OPTIONS["all"])).eval()
+    save_checkpoint(tmp_path / "modern.pt", model, model.config)
+    state = load_checkpoint(tmp_path / "modern.pt")
+    config = config_from_checkpoint(state, GPTConfig)
+    assert config == model.config
+    restored = restore_model(state, GPT(config), config).eval()
+    tokens = torch.randint(0, 20, (2, 10))
+    assert torch.equal(restored(tokens), model(tokens))
