@@ -39,6 +39,7 @@ from .exercises_masks import (  # 03, 04
     check_padding_mask,
     check_sinusoidal_table,
 )
+from .exercises_modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
 from .exercises_positions import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
 from .exercises_training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
 
@@ -52,6 +53,7 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "07": [check_noam_lr, check_clip_global_norm, check_smoothed_targets],
     "08": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
     "09": [check_rope_one_head, check_alibi_slopes, check_randomized_positions],
+    "10": [check_rms_norm, check_swiglu, check_repeat_kv],
     "11": [check_shard_for_rank, check_average_gradients],
 }
 

@@ -82,5 +82,3 @@ def check_repeat_kv(c: Checker) -> None:
                              (B * n_rep, H_kv, T, d_k): "repeat along the head axis (dim=1), not the batch axis."})
         c.passed()
 
-
-CHECKERS = {"10": [check_rms_norm, check_swiglu, check_repeat_kv]}

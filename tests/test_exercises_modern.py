@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from shared import exercises_modern as ex
+from shared import exercises as ex
 from shared.modern import RMSNorm
 
 
