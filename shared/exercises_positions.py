@@ -21,7 +21,7 @@ def _rope_half_split(x, positions, base):
 
 @exercise("RoPE for one head")
 def check_rope_one_head(c: Checker) -> None:
-    """fn(x (T, d), positions (T,) ints, base) -> x with each pair (x[2i], x[2i+1]) rotated by positions * base^(-2i/d)."""
+    """fn(x (T, d), positions (T,) ints, base) -> x, each pair (x[2i], x[2i+1]) rotated by positions * base^(-2i/d)."""
     cases = {"T=4, d=8, positions 0..3": (random_tensor(4, 8, seed=1), torch.arange(4), 10000.0),
              "T=3, d=4, positions 5, 9, 40, base 100": (random_tensor(3, 4, seed=2), torch.tensor([5, 9, 40]), 100.0),
              "T=1, d=2, position 0 (no rotation)": (random_tensor(1, 2, seed=3), torch.tensor([0]), 10000.0)}
