@@ -1,7 +1,8 @@
 """Exercise checkers for notebook 11 (scaling out): shard a global batch by rank; average gradients by hand.
 
 Import them from `shared.exercises`; see `shared.feedback` for how a checker reports. The gradient check
-forks a few CPU processes that form a real gloo group on 127.0.0.1 (Linux, macOS, Colab).
+forks a few CPU processes that meet through a file in a temporary folder and form a real gloo group
+(Linux, macOS, Colab).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
-import socket
+import sys
+import tempfile
+import time
+from multiprocessing.connection import wait
 
 import torch
 import torch.distributed as dist
@@ -73,12 +77,10 @@ def _tiny_problem(rank: int, world_size: int):
     return model, x[rank * size : (rank + 1) * size], y[rank * size : (rank + 1) * size]  # (12 // W, 4), (12 // W,)
 
 
-def _grad_worker(fn, rank: int, world_size: int, port: int, results) -> None:
-    """One rank: DDP's gradients, the learner's average_gradients(model), and the comparison, sent as a message."""
-    os.environ.pop("WORLD_SIZE", None)  # a process group of our own, whatever the parent's environment says
-    torch.set_num_threads(1)
+def _grad_verdict(fn, rank: int, world_size: int, store: str) -> tuple[str, str]:
+    """One rank: DDP's gradients, the learner's average_gradients(model), and the comparison -> (status, message)."""
     try:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size,
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=20))
         model, x, y = _tiny_problem(rank, world_size)
         reference = DDP(_tiny_problem(rank, world_size)[0])
@@ -99,22 +101,50 @@ def _grad_worker(fn, rank: int, world_size: int, port: int, results) -> None:
                               (ref.grad * world_size, "all_reduce sums the gradients: divide by "
                                                       "dist.get_world_size() to get their mean."),
                               (ref.grad * world_size / 2, "divide by dist.get_world_size(), not by a fixed 2.")])
-        results.put((rank, "ok", ""))
+        return "ok", ""
     except NotSolved:
-        results.put((rank, "not solved", ""))
+        return "not solved", ""
     except Wrong as wrong:
-        results.put((rank, "wrong", str(wrong)))
+        return "wrong", str(wrong)
     except Exception as err:  # e.g. a collective that timed out because ranks disagreed
-        results.put((rank, "wrong", f'case "world_size={world_size}, rank={rank}": {type(err).__name__}: {err}'))
+        return "wrong", f'case "world_size={world_size}, rank={rank}": {type(err).__name__}: {err}'
+
+
+def _grad_worker(fn, rank: int, world_size: int, store: str, answer) -> None:
+    """A forked rank: send the verdict through this rank's own pipe, then leave without any teardown."""
+    os.environ.pop("WORLD_SIZE", None)  # a process group of our own, whatever the parent's environment says
+    torch.set_num_threads(1)
+    code = 1
+    try:
+        answer.send(_grad_verdict(fn, rank, world_size, store))  # written to the pipe now: no feeder thread
+        code = 0
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        # Skip destroy_process_group and the interpreter's exit: freeing DDP's reducer and the gloo group in a
+        # fork can block, and nothing is left to do: every collective has returned and the answer is sent.
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()  # the learner's prints
+            except Exception:  # a closed or foreign stream must not keep the rank alive
+                pass
+        os._exit(code)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _collect(readers: dict, deadline: float) -> dict:
+    """rank -> (status, message) from each rank's pipe, until all answered, a rank died, or the deadline passed."""
+    answers = {}
+    while len(answers) < len(readers):
+        ready = wait([r for rank, r in readers.items() if rank not in answers], timeout=deadline - time.monotonic())
+        if not ready:
+            break
+        for rank, reader in readers.items():
+            if reader in ready:
+                try:
+                    answers[rank] = reader.recv()
+                except EOFError:  # the rank's process ended without an answer: the others cannot finish either
+                    answers[rank] = ("wrong", f'case "world_size={len(readers)}": rank {rank} stopped without an '
+                                              "answer: does your function end the process?")
+                    return answers
+    return answers
 
 
 @exercise("average gradients with all_reduce")
@@ -127,23 +157,30 @@ def check_average_gradients(c: Checker) -> None:
 
     context = multiprocessing.get_context("fork")
     for world_size in (2, 3):
-        results, port = context.Queue(), _free_port()
-        workers = [context.Process(target=_grad_worker, args=(c.fn, r, world_size, port, results))
-                   for r in range(world_size)]
-        for w in workers:
-            w.start()
-        try:
-            answers = sorted(results.get(timeout=90) for _ in workers)
-        except Exception:  # queue.Empty: a rank never answered
-            answers = [(0, "wrong", f'case "world_size={world_size}": the ranks did not finish within 90 s. Every '
-                        "rank must call all_reduce on the same tensors in the same order.")]
-        for w in workers:
-            w.join(timeout=10)
-            if w.is_alive():
-                w.kill()
-        for _, status, message in answers:
+        with tempfile.TemporaryDirectory() as folder:  # rendezvous through a fresh file: no TCP port to race for
+            readers, workers = {}, []
+            for rank in range(world_size):
+                reader, writer = context.Pipe(duplex=False)
+                workers.append(context.Process(target=_grad_worker, daemon=True,
+                                               args=(c.fn, rank, world_size, os.path.join(folder, "store"), writer)))
+                workers[-1].start()
+                writer.close()  # the rank holds the only writer, so its pipe reads EOF if it dies
+                readers[rank] = reader
+            answers = _collect(readers, time.monotonic() + 60)
+            for w in workers:
+                w.join(timeout=5)
+                if w.is_alive():
+                    w.kill()
+                    w.join()
+            for reader in readers.values():
+                reader.close()
+        for _, (status, message) in sorted(answers.items()):
             if status == "not solved":
                 raise NotSolved
             if status == "wrong":
                 raise Wrong(message)
+        if len(answers) < world_size:
+            missing = sorted(set(range(world_size)) - set(answers))
+            raise Wrong(f'case "world_size={world_size}": rank(s) {missing} did not finish within 60 s. Every rank '
+                        "must call all_reduce on the same tensors in the same order.")
         c.passed()

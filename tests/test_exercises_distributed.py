@@ -1,5 +1,7 @@
 """Notebook 11 exercise checkers accept right answers and explain plausible wrong ones."""
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -64,3 +66,13 @@ def test_average_gradients(capsys):
     rejects(check_average_gradients, lambda m: 1 / 0, capsys, "ZeroDivisionError")
     assert check_average_gradients(stub) is False and "not solved yet" in capsys.readouterr().out
     assert not dist.is_initialized() and torch.get_num_threads() >= 1  # the forks left this process alone
+
+
+def test_average_gradients_reports_a_rank_that_dies(capsys):
+    def exit_on_rank_0(model):
+        if dist.get_rank() == 0:
+            os._exit(3)
+        average(model)
+
+    rejects(check_average_gradients, exit_on_rank_0, capsys, "rank 0 stopped without an answer")
+    accepts(check_average_gradients, average, capsys)  # and the next check starts afresh
