@@ -7,6 +7,9 @@ path and still assert their results. Set COURSE_FAST=0 to execute the notebooks 
 import os
 
 os.environ.setdefault("COURSE_FAST", "1")  # kernels started by nbval inherit this
+# pytest runs two test files at a time (-n 2 in pyproject.toml): one thread each keeps two kernels from
+# fighting over the same cores (two threads per kernel on a busy 2-core machine run many times slower).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def pytest_collectstart(collector):
