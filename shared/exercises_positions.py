@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 09 (length generalisation): RoPE for one head, ALiBi slopes, randomized positions.
 
-Import them from `shared.exercises_positions`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
 """
 
 from __future__ import annotations
@@ -89,6 +89,3 @@ def check_randomized_positions(c: Checker) -> None:
         if length < max_position and torch.all(got == got[:1]):
             c.fail(case, "every row got the same ids.", "draw a new subset for each row of the batch.")
         c.passed()
-
-
-CHECKERS = {"09": [check_rope_one_head, check_alibi_slopes, check_randomized_positions]}

@@ -1,4 +1,4 @@
-"""Weight copying between this course's modules and PyTorch's built-in ones, for equivalence tests."""
+"""Test helpers: weight copying into PyTorch's built-in modules (equivalence tests), and running exercise checkers."""
 
 import torch
 from torch import nn
@@ -25,3 +25,26 @@ def copy_layer_to_torch(ours, theirs) -> None:
     theirs.linear2.load_state_dict(ours.ff.linear2.state_dict())
     theirs.norm1.load_state_dict(ours.norm1.state_dict())
     theirs.norm2.load_state_dict(ours.norm2.state_dict())
+
+
+def verdict(check, fn, capsys):
+    """Run an exercise checker; return (result, printed feedback)."""
+    result = check(fn)
+    return result, capsys.readouterr().out
+
+
+def accepts(check, fn, capsys):
+    """The checker passes `fn` and says so."""
+    result, out = verdict(check, fn, capsys)
+    assert result is True, out
+    assert out.startswith("✓"), out
+
+
+def rejects(check, fn, capsys, *fragments):
+    """The checker rejects `fn` with feedback that contains every fragment; returns the feedback."""
+    result, out = verdict(check, fn, capsys)
+    assert result is False, out
+    assert out.startswith("✗"), out
+    for fragment in fragments:
+        assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
+    return out

@@ -14,27 +14,7 @@ from shared.positional import LearnedPositionalEmbedding, SinusoidalPositionalEn
 from shared.reversal import BOS, EOS, encode_digits, seq2seq_sample
 from shared.sampling import top_k_filter, top_p_filter
 
-
-def verdict(check, fn, capsys):
-    """Run a checker; return (result, printed feedback)."""
-    result = check(fn)
-    return result, capsys.readouterr().out
-
-
-def accepts(check, fn, capsys):
-    result, out = verdict(check, fn, capsys)
-    assert result is True, out
-    assert out.startswith("✓"), out
-
-
-def rejects(check, fn, capsys, *fragments):
-    result, out = verdict(check, fn, capsys)
-    assert result is False, out
-    assert out.startswith("✗"), out
-    for fragment in fragments:
-        assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
-    return out
-
+from .helpers import accepts, rejects, verdict
 
 # ---------------------------------------------------------------- every checker: stubs, wrong shapes, crashes
 

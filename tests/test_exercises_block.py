@@ -8,24 +8,10 @@ from shared import exercises as ex
 from shared.exercises_block import reference_encoder_layer_params
 from shared.layers import EncoderLayer
 
+from .helpers import accepts, rejects, verdict
+
 ALL = ex.CHECKERS["05"]
 
-
-def verdict(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
-
-
-def accepts(check, fn, capsys):
-    result, out = verdict(check, fn, capsys)
-    assert result is True and out.startswith("✓"), out
-
-
-def rejects(check, fn, capsys, *fragments):
-    result, out = verdict(check, fn, capsys)
-    assert result is False and out.startswith("✗"), out
-    for fragment in fragments:
-        assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
 
 
 def test_notebook_05_has_three_checkers_registered():

@@ -7,23 +7,7 @@ import torch.nn.functional as F
 from shared import exercises as ex
 from shared.modern import RMSNorm
 
-
-def verdict(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
-
-
-def accepts(check, fn, capsys):
-    result, out = verdict(check, fn, capsys)
-    assert result is True and out.startswith("✓"), out
-
-
-def rejects(check, fn, capsys, *fragments):
-    result, out = verdict(check, fn, capsys)
-    assert result is False and out.startswith("✗"), out
-    for fragment in fragments:
-        assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
-
+from .helpers import accepts, rejects, verdict
 
 ALL = ex.CHECKERS["10"]
 

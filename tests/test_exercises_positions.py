@@ -3,25 +3,10 @@
 import pytest
 import torch
 
-from shared import exercises_positions as ex
+from shared import exercises as ex
 from shared.positional import randomized_positions
 
-
-def verdict(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
-
-
-def accepts(check, fn, capsys):
-    result, out = verdict(check, fn, capsys)
-    assert result is True and out.startswith("✓"), out
-
-
-def rejects(check, fn, capsys, *fragments):
-    result, out = verdict(check, fn, capsys)
-    assert result is False and out.startswith("✗"), out
-    for fragment in fragments:
-        assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
+from .helpers import accepts, rejects, verdict
 
 
 @pytest.mark.parametrize("check", ex.CHECKERS["09"], ids=lambda c: c.__name__)

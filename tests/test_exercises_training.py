@@ -11,10 +11,7 @@ from shared.exercises_training import (
 )
 from shared.training import noam_schedule
 
-
-def run(check, fn, capsys):
-    result = check(fn)
-    return result, capsys.readouterr().out
+from .helpers import verdict
 
 
 @pytest.mark.parametrize("check", [check_noam_lr, check_clip_global_norm, check_smoothed_targets])
@@ -22,17 +19,17 @@ def test_stub_crash_and_non_function(check, capsys):
     def stub(*args):
         raise NotImplementedError
 
-    result, out = run(check, stub, capsys)
+    result, out = verdict(check, stub, capsys)
     assert result is False and "not solved yet" in out
-    result, out = run(check, lambda *a: 1 / 0, capsys)
+    result, out = verdict(check, lambda *a: 1 / 0, capsys)
     assert result is False and "ZeroDivisionError" in out
-    result, out = run(check, "noam", capsys)
+    result, out = verdict(check, "noam", capsys)
     assert result is False and "pass your function itself" in out
 
 
 def test_noam_lr(capsys):
     assert reference_noam_lr(10, 64, 10) == pytest.approx(noam_schedule(64, 10)(9, 0.0))  # step 1 = index 0
-    result, out = run(check_noam_lr, reference_noam_lr, capsys)
+    result, out = verdict(check_noam_lr, reference_noam_lr, capsys)
     assert result and out.startswith("✓")
     mistakes = {
         "use min": lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5),
@@ -42,7 +39,7 @@ def test_noam_lr(capsys):
         "a Python number": lambda s, d, w: [reference_noam_lr(s, d, w)],
     }
     for hint, fn in mistakes.items():
-        result, out = run(check_noam_lr, fn, capsys)
+        result, out = verdict(check_noam_lr, fn, capsys)
         assert result is False and hint in out, out
 
 
@@ -52,7 +49,7 @@ def reference_clip(grads, max_norm):
 
 
 def test_clip_global_norm(capsys):
-    result, out = run(check_clip_global_norm, reference_clip, capsys)
+    result, out = verdict(check_clip_global_norm, reference_clip, capsys)
     assert result and out.startswith("✓")
 
     def per_tensor(grads, max_norm):
@@ -71,7 +68,7 @@ def test_clip_global_norm(capsys):
 
     for fn, hint in ((per_tensor, "not each tensor by its own norm"), (always_scale, "leave the gradients unchanged"),
                      (sum_of_norms, "not the sum of the per-tensor norms"), (in_place, "changed the input tensors")):
-        result, out = run(check_clip_global_norm, fn, capsys)
+        result, out = verdict(check_clip_global_norm, fn, capsys)
         assert result is False and hint in out, out
 
 
@@ -81,7 +78,7 @@ def test_smoothed_targets(capsys):
         out[torch.arange(len(targets)), targets] += 1 - eps
         return out
 
-    result, out = run(check_smoothed_targets, reference, capsys)
+    result, out = verdict(check_smoothed_targets, reference, capsys)
     assert result and out.startswith("✓")
 
     def over_others(targets, V, eps):
@@ -96,5 +93,5 @@ def test_smoothed_targets(capsys):
 
     for fn, hint in ((over_others, "V - 1 other classes"), (no_share, "also gets its share"),
                      (lambda t, V, e: reference(t, V, e).T, "rows are examples")):
-        result, out = run(check_smoothed_targets, fn, capsys)
+        result, out = verdict(check_smoothed_targets, fn, capsys)
         assert result is False and hint in out, out
