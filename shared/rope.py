@@ -39,11 +39,9 @@ def apply_rope(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
         if x.dim() != 4 or x.size(0) != positions.size(0):
             raise ValueError(f"(B, T) positions need x of shape (B, H, T, d_k), got {tuple(x.shape)}")
         angles = angles[:, None]  # (B, 1, T, d_k/2): the same rotation for every head
-    cos, sin = angles.cos(), angles.sin()
-    pairs = x.float().unflatten(-1, (d_k // 2, 2))  # (..., T, d_k/2, 2): (real, imaginary) pairs
-    real, imag = pairs[..., 0], pairs[..., 1]
-    rotated = torch.stack([real * cos - imag * sin, real * sin + imag * cos], dim=-1)  # (..., T, d_k/2, 2)
-    return rotated.flatten(-2).to(x.dtype)  # (..., T, d_k)
+    rotation = torch.polar(torch.ones_like(angles), angles)  # exp(i * angle), complex
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], d_k // 2, 2))  # (..., T, d_k/2): real + i imag
+    return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)  # one complex product; (..., T, d_k)
 
 
 class RotaryEmbedding(nn.Module):
