@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from shared.checkpoint import save_checkpoint  # noqa: E402
 from shared.distributed import PRECISIONS, Precision, Ranks, distributed, shard_batches, wrap  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
-from shared.modern import kv_cache_bytes  # noqa: E402
+from shared.kv_cache import kv_cache_bytes  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
 from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
 

@@ -24,8 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.checkpoint import config_from_checkpoint, load_checkpoint, restore_model  # noqa: E402
+from shared.generation.lm import generate  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
-from shared.sampling import generate  # noqa: E402
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from shared.decoding import exact_match, save_reverser  # noqa: E402
+from shared.generation.seq2seq import exact_match, save_reverser  # noqa: E402
 from shared.reversal import ARCHS, ReversalBatches, loss_for, make_model, make_test_set  # noqa: E402
 from shared.runtime import seed_everything  # noqa: E402
 from shared.training import train, warmup_cosine  # noqa: E402

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from .files import atomic_write
-from .training import History
+from .history import History
 
 FORMAT = 1
 

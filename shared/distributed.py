@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .runtime import get_device
+from .validation import check_positive_int
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -206,8 +207,7 @@ def backward_micro_batches(
     model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
     Returns (sum over micro-batches of loss * tokens, detached; total tokens).
     """
-    if not isinstance(micro_batches, int) or micro_batches < 1:
-        raise ValueError(f"micro_batches must be a positive int, got {micro_batches!r}")
+    check_positive_int("micro_batches", micro_batches)
     loss_sum, tokens = None, 0
     for i in range(micro_batches):
         part = batch if micro_batches == 1 else shard(batch, i, micro_batches)

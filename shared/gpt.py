@@ -5,14 +5,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor, nn
 
-from .attention import KVCache
-from .layers import PreLNBlock
-from .modern import NORMS, make_norm, swiglu_hidden_size
-from .positional import POSITION_SCHEMES, LearnedPositionalEmbedding, SinusoidalPositionalEncoding, randomized_positions
-from .validation import check_divisible, check_dropout, check_positive_ints
+from .kv_cache import KVCache
+from .layers import PreLNBlock, num_parameters, stack_attention_weights, swiglu_hidden_size
+from .norms import NORMS, make_norm
+from .positions import POSITION_SCHEMES, LearnedPositionalEmbedding, SinusoidalPositionalEncoding, randomized_positions
+from .validation import (
+    check_bool,
+    check_choice,
+    check_divisible,
+    check_dropout,
+    check_optional_positive_int,
+    check_positive_ints,
+    check_tokens,
+)
 
 
 @dataclass
@@ -34,7 +41,7 @@ class GPTConfig:
     n_kv_heads: int | None = None  # None: n_heads (multi-head); fewer: grouped-query; 1: multi-query
     fused_qkv: bool = False  # one (d_model -> q|k|v) matrix instead of three
     bias: bool = True  # False: no biases in linears and norms
-    position: str = "learned"  # position scheme: one of POSITION_SCHEMES (see shared/positional.py, rope, alibi)
+    position: str = "learned"  # position scheme: one of POSITION_SCHEMES (see shared/positions.py)
     max_position: int | None = None  # ids 0..max_position-1 a positional table covers; None: block_size
     randomized_positions: bool = False  # training draws sorted random ids from 0..max_position-1 (Ruoss et al.)
 
@@ -49,16 +56,14 @@ class GPTConfig:
         check_positive_ints(self, ("vocab_size", "block_size", "n_layers", "n_heads", "d_model"))
         check_divisible(self.d_model, self.n_heads, "GPTConfig.")
         check_dropout("GPTConfig.dropout", self.dropout)
-        self._check_options()
-        self._check_position_options()
-
-    def _check_position_options(self) -> None:
-        if self.position not in POSITION_SCHEMES:
-            raise ValueError(f"GPTConfig.position must be one of {POSITION_SCHEMES}, got {self.position!r}")
-        if self.max_position is not None and (not isinstance(self.max_position, int) or self.max_position < 1):
-            raise ValueError(f"GPTConfig.max_position must be None or a positive int, got {self.max_position!r}")
-        if not isinstance(self.randomized_positions, bool):
-            raise ValueError(f"GPTConfig.randomized_positions must be a bool, got {self.randomized_positions!r}")
+        for name, allowed in (("norm", NORMS), ("activation", ("gelu", "swiglu")), ("position", POSITION_SCHEMES)):
+            check_choice(f"GPTConfig.{name}", getattr(self, name), allowed)
+        for name in ("d_ff", "n_kv_heads", "max_position"):
+            check_optional_positive_int(f"GPTConfig.{name}", getattr(self, name))
+        for name in ("fused_qkv", "bias", "randomized_positions"):
+            check_bool(f"GPTConfig.{name}", getattr(self, name))
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise ValueError(f"GPTConfig.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
         if self.randomized_positions and self.position not in ("learned", "sinusoidal", "rope"):
             raise ValueError(f"GPTConfig.randomized_positions needs position 'learned', 'sinusoidal' or 'rope', "
                              f"got {self.position!r}")
@@ -67,20 +72,6 @@ class GPTConfig:
     def n_positions(self) -> int:
         """Size of the range of position ids (the positional table, or the randomized draw)."""
         return self.block_size if self.max_position is None else self.max_position
-
-    def _check_options(self) -> None:
-        for name, allowed in (("norm", NORMS), ("activation", ("gelu", "swiglu"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("d_ff", "n_kv_heads"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"GPTConfig.{name} must be None or a positive int, got {value!r}")
-        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
-            raise ValueError(f"GPTConfig.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
-        for name in ("fused_qkv", "bias"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"GPTConfig.{name} must be a bool, got {getattr(self, name)!r}")
 
 
 class GPT(nn.Module):
@@ -116,8 +107,8 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def num_parameters(self) -> int:
-        """Trainable parameters, the tied embedding counted once."""
-        return sum(p.numel() for p in self.parameters())
+        """Parameters, the tied embedding counted once."""
+        return num_parameters(self)
 
     def new_caches(self) -> list[KVCache]:
         """One empty KV cache per block, for `forward(..., caches=...)` during generation."""
@@ -132,8 +123,7 @@ class GPT(nn.Module):
         positions: optional (T,) or (B, T) position ids of the tokens (default offset..offset+T-1, or in
         training with randomized_positions a sorted random draw from 0..n_positions-1).
         """
-        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-            raise ValueError(f"tokens must be a (B, T) integer tensor, got {_describe(tokens)}")
+        check_tokens("tokens", tokens)
         offset = len(caches[0]) if caches else 0
         if offset + tokens.size(1) > self.config.block_size:
             raise ValueError(
@@ -155,10 +145,7 @@ class GPT(nn.Module):
 
     def attention_maps(self) -> Tensor:
         """Weights of the last forward with need_weights=True: (n_layers, B, H, T, T)."""
-        maps = [block.self_attn_weights for block in self.blocks]
-        if any(m is None for m in maps):
-            raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
-        return torch.stack(maps)
+        return stack_attention_weights(self.blocks)
 
 
 def _position_embedding(c: GPTConfig) -> nn.Module | None:
@@ -167,7 +154,3 @@ def _position_embedding(c: GPTConfig) -> nn.Module | None:
     if c.position == "sinusoidal":
         return SinusoidalPositionalEncoding(c.d_model, c.n_positions)
     return None
-
-
-def _describe(x) -> str:
-    return f"shape {tuple(x.shape)} dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__

@@ -1,17 +1,33 @@
 """Transformer layers: position-wise feed-forward, Post-LN encoder/decoder layers, Pre-LN block.
 
 Every layer keeps the attention weights of its last forward pass when called with need_weights=True
-(`self_attn_weights`, `cross_attn_weights`, each (B, H, T_q, T_k)), so notebooks can draw heatmaps.
+(`self_attn_weights`, `cross_attn_weights`, each (B, H, T_q, T_k)), so notebooks can draw heatmaps;
+`stack_attention_weights` collects them from a stack of layers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import torch
 from torch import Tensor, nn
 
-from .attention import KVCache, MultiHeadAttention
-from .modern import make_norm
+from .attention import MultiHeadAttention
+from .kv_cache import KVCache
+from .norms import make_norm
+from .validation import check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
+
+
+def swiglu_hidden_size(d_model: int, d_ff: int) -> int:
+    """Hidden width of a SwiGLU FFN with the weight count of a 2-matrix MLP of width d_ff: round(2 d_ff / 3).
+
+    A GELU MLP has 2 * d_model * d_ff weights; SwiGLU has three matrices (gate, up, down), 3 * d_model * h.
+    """
+    check_positive_int("d_model", d_model)
+    check_positive_int("d_ff", d_ff)
+    return max(1, round(2 * d_ff / 3))
 
 
 class FeedForward(nn.Module):
@@ -128,3 +144,16 @@ class PreLNBlock(nn.Module):
                                                  positions=positions)
         x = x + self.dropout(attn)
         return x + self.dropout(self.ff(self.norm2(x)))
+
+
+def stack_attention_weights(layers: Iterable[nn.Module], name: str = "self_attn_weights") -> Tensor:
+    """(n_layers, B, H, T_q, T_k): the weights `name` each layer kept from its last pass with need_weights=True."""
+    maps = [getattr(layer, name) for layer in layers]
+    if any(m is None for m in maps):
+        raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
+    return torch.stack(maps)
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Parameters of `model`, a tied (shared) tensor counted once."""
+    return sum(p.numel() for p in model.parameters())

@@ -11,16 +11,53 @@ import random
 from collections.abc import Iterable, Sequence
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
+from .gpt import GPT
+from .history import History
 from .reversal import ARCHS, BOS, EOS, ReversalBatches, encode_digits, loss_for, make_model
 from .runtime import seed_everything
-from .training import History, train, warmup_cosine
+from .training import train, warmup_cosine
 from .transformer import Transformer
+from .validation import check_positive_int, check_tokens
 
 TRAIN_LENGTHS = (1, 12)
 TEST_LENGTHS = tuple(range(1, 33))
 MAX_SOURCE = 32  # every model's positions cover 32 digits, so long inputs fail by generalisation, not by error
+
+
+def coupled_positions(tokens: Tensor, max_position: int | None = None) -> Tensor:
+    """(B, T) `BOS src EOS tgt ...` -> (B, T) position ids that couple each answer step to its source digit.
+
+    Position coupling (Cho et al. 2024): source digit i of n gets id n - i; the token that predicts answer
+    step j (EOS for j = 0, else answer token j - 1) gets id j + 1 = the id of the digit it must copy. BOS is 0.
+    With max_position, every row's ids (BOS excepted) are shifted by a random offset that keeps them below it.
+    """
+    check_tokens("tokens", tokens)
+    B, T = tokens.shape
+    is_eos = tokens == EOS
+    first_eos = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1), T)[:, None]  # (B, 1): n + 1
+    t = torch.arange(T, device=tokens.device)[None]  # (1, T)
+    ids = torch.where(t < first_eos, first_eos - t, t - first_eos + 1)  # (B, T)
+    ids[:, 0] = 0  # BOS
+    if max_position is not None:
+        room = (max_position - ids.max(dim=1, keepdim=True).values).clamp(min=1)  # (B, 1) offsets allowed
+        offset = (torch.rand(B, 1, device=tokens.device) * room).long()  # (B, 1) in 0..room-1
+        ids[:, 1:] += offset
+    return ids
+
+
+class CoupledGPT(GPT):
+    """A GPT that computes its position ids with `coupled_positions` (random offsets in training)."""
+
+    def forward(self, tokens: Tensor, caches=None, need_weights: bool = False, positions: Tensor | None = None):
+        """(B, T) ids -> (B, T, vocab_size) logits; the whole sequence each call (no KV cache)."""
+        if caches:
+            raise ValueError("CoupledGPT recomputes positions from the whole sequence: call it without caches")
+        if positions is None:
+            positions = coupled_positions(tokens, self.config.n_positions if self.training else None)
+        return super().forward(tokens, need_weights=need_weights, positions=positions)
+
 
 # scheme name -> (make_model keywords, architectures it applies to)
 SCHEMES = {
@@ -32,7 +69,7 @@ SCHEMES = {
     "random_sinusoidal": (dict(position="sinusoidal", randomized_positions=True), ARCHS),
     "random_learned": (dict(position="learned", randomized_positions=True), ARCHS),
     "random_rope": (dict(position="rope", randomized_positions=True), ARCHS),
-    "coupled": (dict(position="coupled"), ("decoder_only",)),  # position coupling, Cho et al. 2024
+    "coupled": (dict(gpt_class=CoupledGPT), ("decoder_only",)),  # position coupling, Cho et al. 2024
 }
 RECIPE = dict(d_model=64, n_heads=4, n_layers=2, batch_size=64, lr=3e-3, warmup=100)
 
@@ -56,8 +93,7 @@ def length_test_sets(lengths: Iterable[int] = TEST_LENGTHS, n: int = 200, seed: 
     """{length: list of distinct digit tuples}: `n` random lists per length, or every list when 10^length <= n."""
     rng, out = random.Random(seed), {}
     for length in lengths:
-        if not isinstance(length, int) or length < 1:
-            raise ValueError(f"lengths must be positive ints, got {length!r}")
+        check_positive_int("lengths (each)", length)
         if 10**length <= n:  # few enough to take them all
             out[length] = [tuple(int(c) for c in f"{i:0{length}d}") for i in range(10**length)]
             continue

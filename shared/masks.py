@@ -5,11 +5,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .validation import check_int, check_positive_int, describe
+
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """(B, T) token ids -> (B, 1, 1, T) bool mask, False where the *key* is padding."""
     if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        raise ValueError(f"tokens must be a 2-D (B, T) tensor of ids, got {_describe(tokens)}")
+        raise ValueError(f"tokens must be a 2-D (B, T) tensor of ids, got {describe(tokens)}")
     if tokens.is_floating_point():
         raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T_k)
@@ -21,10 +23,8 @@ def causal_mask(size: int, device: torch.device | str | None = None, n_keys: int
     With `n_keys` > `size` (decoding with a KV cache) the last query lines up with the last key.
     """
     n_keys = size if n_keys is None else n_keys
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be a positive int, got {size!r}")
-    if not isinstance(n_keys, int) or n_keys < size:
-        raise ValueError(f"n_keys must be an int >= size ({size}), got {n_keys!r}")
+    check_positive_int("size", size)
+    check_int("n_keys", n_keys, minimum=size, meaning=f" (size={size}: one key per query at least)")
     ones = torch.ones(size, n_keys, dtype=torch.bool, device=device)
     return ones.tril(diagonal=n_keys - size)[None, None]  # (1, 1, T_q, T_k)
 
@@ -66,9 +66,3 @@ def check_mask(mask: Tensor, scores_shape: tuple[int, ...] | None = None, name: 
                 f"{name} of shape {tuple(mask.shape)} would enlarge the attention scores "
                 f"(B, H, T_q, T_k) = {tuple(scores_shape)}"
             )
-
-
-def _describe(x) -> str:
-    if isinstance(x, Tensor):
-        return f"a tensor of shape {tuple(x.shape)}"
-    return type(x).__name__

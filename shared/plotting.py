@@ -8,6 +8,8 @@ import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
+from .validation import check_positive_int
+
 
 def _to_2d(x: Tensor, name: str):
     x = torch.as_tensor(x).detach().float().cpu()
@@ -64,8 +66,7 @@ def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[
     n = w.size(0)
     if titles is not None and len(titles) != n:
         raise ValueError(f"titles must have one entry per map ({n}), got {len(titles)}")
-    if not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+    check_positive_int("ncols", ncols)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(cell * ncols, cell * nrows), squeeze=False)

@@ -184,14 +184,16 @@ def loss_for(arch: str):
 
 def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int | None = None,
                dropout: float = 0.0, *, position: str | None = None, randomized_positions: bool = False,
-               max_source: int = MAX_LEN, train_lengths: tuple[int, int] = (MIN_LEN, MAX_LEN)):
+               max_source: int = MAX_LEN, train_lengths: tuple[int, int] = (MIN_LEN, MAX_LEN),
+               gpt_class: type[GPT] = GPT):
     """A Transformer (n_layers encoder + n_layers decoder) or a GPT (2 * n_layers blocks) sized for the task.
 
     d_ff: the FFN width of either model (None: 4 * d_model).
 
-    position: None (sinusoidal for the encoder-decoder, learned for the GPT), a scheme of the config, or
-    "coupled" (decoder-only: a `CoupledGPT`). max_source: the longest source the positions must cover.
-    train_lengths (min, max) is recorded as `model.train_lengths`, so `reverse()` can warn outside it.
+    position: None (sinusoidal for the encoder-decoder, learned for the GPT) or a scheme of the config;
+    gpt_class: the decoder-only model's class (a GPT subclass, such as `shared.lengthgen.CoupledGPT`).
+    max_source: the longest source the positions must cover. train_lengths (min, max) is recorded as
+    `model.train_lengths`, so `reverse()` can warn outside it.
     """
     _check_arch(arch)
     _check_lengths(*train_lengths)
@@ -201,52 +203,19 @@ def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2
                                    position=position or "sinusoidal", randomized_positions=randomized_positions)
         model = Transformer(config)
     else:
+        if not (isinstance(gpt_class, type) and issubclass(gpt_class, GPT)):
+            raise TypeError(f"gpt_class must be GPT or a subclass of it, got {gpt_class!r}")
         config = GPTConfig(VOCAB_SIZE, block_size=2 * max_source + 2, n_layers=2 * n_layers, n_heads=n_heads,
                            d_model=d_model, dropout=dropout, d_ff=d_ff, randomized_positions=randomized_positions,
-                           position="learned" if position in (None, "coupled") else position)
-        model = CoupledGPT(config) if position == "coupled" else GPT(config)
+                           position=position or "learned")
+        model = gpt_class(config)
     model.train_lengths = tuple(train_lengths)
     return model
 
 
-def coupled_positions(tokens: Tensor, max_position: int | None = None) -> Tensor:
-    """(B, T) `BOS src EOS tgt ...` -> (B, T) position ids that couple each answer step to its source digit.
-
-    Position coupling (Cho et al. 2024): source digit i of n gets id n - i; the token that predicts answer
-    step j (EOS for j = 0, else answer token j - 1) gets id j + 1 = the id of the digit it must copy. BOS is 0.
-    With max_position, every row's ids (BOS excepted) are shifted by a random offset that keeps them below it.
-    """
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-        raise ValueError(f"tokens must be a (B, T) integer tensor, got {tokens!r}")
-    B, T = tokens.shape
-    is_eos = tokens == EOS
-    first_eos = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1), T)[:, None]  # (B, 1): n + 1
-    t = torch.arange(T, device=tokens.device)[None]  # (1, T)
-    ids = torch.where(t < first_eos, first_eos - t, t - first_eos + 1)  # (B, T)
-    ids[:, 0] = 0  # BOS
-    if max_position is not None:
-        room = (max_position - ids.max(dim=1, keepdim=True).values).clamp(min=1)  # (B, 1) offsets allowed
-        offset = (torch.rand(B, 1, device=tokens.device) * room).long()  # (B, 1) in 0..room-1
-        ids[:, 1:] += offset
-    return ids
-
-
-class CoupledGPT(GPT):
-    """A GPT that computes its position ids with `coupled_positions` (random offsets in training)."""
-
-    def forward(self, tokens: Tensor, caches=None, need_weights: bool = False, positions: Tensor | None = None):
-        """(B, T) ids -> (B, T, vocab_size) logits; the whole sequence each call (no KV cache)."""
-        if caches:
-            raise ValueError("CoupledGPT recomputes positions from the whole sequence: call it without caches")
-        if positions is None:
-            positions = coupled_positions(tokens, self.config.n_positions if self.training else None)
-        return super().forward(tokens, need_weights=need_weights, positions=positions)
-
-
 def _check_lengths(min_len: int, max_len: int) -> None:
-    for name, value in (("min_len", min_len), ("max_len", max_len)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int("min_len", min_len)
+    check_positive_int("max_len", max_len)
     if min_len > max_len:
         raise ValueError(f"min_len ({min_len}) must be at most max_len ({max_len})")
 

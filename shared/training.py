@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,6 +18,8 @@ from tqdm.auto import tqdm
 from tqdm.notebook import tqdm_notebook
 
 from .distributed import Precision, all_reduce_max, all_reduce_sum, backward_micro_batches, current_ranks
+from .history import History
+from .validation import check_int, check_positive_int
 
 Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
 
@@ -43,9 +44,7 @@ def lm_loss(
 def noam_schedule(d_model: int, warmup: int) -> Schedule:
     """The paper's schedule: lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) (use base lr 1.0)."""
     for name, value in (("d_model", d_model), ("warmup", warmup)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"noam_schedule: {name} must be a positive int (steps of warm-up; the paper "
-                             f"uses d_model=512, warmup=4000), got {value!r}")
+        check_int(f"noam_schedule: {name}", value, meaning=" (the paper uses d_model=512, warmup=4000 steps)")
     return lambda step, frac: d_model**-0.5 * min((step + 1) ** -0.5, (step + 1) * warmup**-1.5)
 
 
@@ -76,21 +75,6 @@ def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.
         {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0},
     ]
     return torch.optim.AdamW(groups, lr=lr, betas=betas)
-
-
-@dataclass
-class History:
-    """What a run did: training loss (token-weighted mean per log interval), lr, validation loss."""
-
-    step: list[int] = field(default_factory=list)
-    loss: list[float] = field(default_factory=list)
-    lr: list[float] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)  # tokens seen so far, at each logged step
-    seconds: list[float] = field(default_factory=list)  # training time so far, at each logged step
-    val_step: list[int] = field(default_factory=list)
-    val_loss: list[float] = field(default_factory=list)
-    grad_norm: list[float] = field(default_factory=list)  # mean gradient norm before clipping, per log interval
-    next_step: int = 0
 
 
 def train(
@@ -124,8 +108,7 @@ def train(
     DDP model and this rank's shard of each batch: the logged loss covers all ranks, rank 0 alone shows
     the bar and calls checkpoint_fn, and a time budget stops every rank at the same step.
     """
-    if not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    check_positive_int("max_steps", max_steps)
     if log_every < 1 or (checkpoint_every and checkpoint_every % log_every):
         raise ValueError(f"log_every must be >= 1 and divide checkpoint_every, got {log_every}, {checkpoint_every}")
     history = History() if history is None else history

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor, nn
 
-from .layers import DecoderLayer, EncoderLayer
+from .layers import DecoderLayer, EncoderLayer, num_parameters, stack_attention_weights
 from .masks import decoder_mask, padding_mask
-from .positional import LearnedPositionalEmbedding, ScaledEmbedding, SinusoidalPositionalEncoding, randomized_positions
-from .validation import check_divisible, check_dropout, check_positive_ints
+from .positions import LearnedPositionalEmbedding, ScaledEmbedding, SinusoidalPositionalEncoding, randomized_positions
+from .validation import check_bool, check_choice, check_divisible, check_dropout, check_positive_ints, check_tokens
 
 
 @dataclass
@@ -35,12 +34,9 @@ class TransformerConfig:
                                    "n_decoder_layers", "d_ff", "max_len"))
         check_divisible(self.d_model, self.n_heads, "TransformerConfig.")
         check_dropout("TransformerConfig.dropout", self.dropout)
-        if self.position not in ("sinusoidal", "learned", "rope"):  # alibi and none cannot locate the source
-            raise ValueError(f"TransformerConfig.position must be 'sinusoidal', 'learned' or 'rope', "
-                             f"got {self.position!r}")
-        if not isinstance(self.randomized_positions, bool):
-            raise ValueError(
-                f"TransformerConfig.randomized_positions must be a bool, got {self.randomized_positions!r}")
+        # alibi and none cannot locate the source: cross-attention has no distances
+        check_choice("TransformerConfig.position", self.position, ("sinusoidal", "learned", "rope"))
+        check_bool("TransformerConfig.randomized_positions", self.randomized_positions)
         if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig.pad_id must be a token id of both vocabularies, got {self.pad_id!r}")
 
@@ -72,8 +68,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     def num_parameters(self) -> int:
-        """Trainable parameters."""
-        return sum(p.numel() for p in self.parameters())
+        """Parameters of the whole model."""
+        return num_parameters(self)
 
     def src_mask(self, src: Tensor) -> Tensor:
         """(B, T_src) ids -> (B, 1, 1, T_src) bool, False at source padding."""
@@ -81,7 +77,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
         """src (B, T_src) ids -> memory (B, T_src, d_model)."""
-        _check_tokens(src, "src")
+        check_tokens("src", src)
         src_mask = self.src_mask(src) if src_mask is None else src_mask
         x, positions = self._add_positions(self.src_embed(src))  # (B, T_src, d_model)
         for layer in self.encoder:
@@ -93,7 +89,7 @@ class Transformer(nn.Module):
 
         Builds the causal + target-padding mask itself; `src_mask` (B, 1, 1, T_src) hides source padding.
         """
-        _check_tokens(tgt, "tgt")
+        check_tokens("tgt", tgt)
         if memory.dim() != 3 or memory.size(0) != tgt.size(0) or memory.size(-1) != self.config.d_model:
             raise ValueError(f"memory must be (B={tgt.size(0)}, T_src, d_model={self.config.d_model}), "
                              f"got {tuple(memory.shape)}")
@@ -127,16 +123,4 @@ class Transformer(nn.Module):
                    "cross": (self.decoder, "cross_attn_weights")}
         if kind not in sources:
             raise ValueError(f"kind must be one of {sorted(sources)}, got {kind!r}")
-        layers, name = sources[kind]
-        maps = [getattr(layer, name) for layer in layers]
-        if any(m is None for m in maps):
-            raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
-        return torch.stack(maps)
-
-
-def _check_tokens(tokens, name: str) -> None:
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-        got = type(tokens).__name__
-        if isinstance(tokens, Tensor):
-            got = f"shape {tuple(tokens.shape)} dtype {tokens.dtype}"
-        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids, got {got}")
+        return stack_attention_weights(*sources[kind])

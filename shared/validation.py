@@ -4,18 +4,53 @@ from __future__ import annotations
 
 import math
 
+from torch import Tensor
 
-def check_int(name: str, value, minimum: int = 1) -> int:
+
+def describe(x) -> str:
+    """How an argument looks in an error message: a tensor's shape and dtype, else its type's name."""
+    return f"shape {tuple(x.shape)} dtype {x.dtype}" if isinstance(x, Tensor) else type(x).__name__
+
+
+def check_int(name: str, value, minimum: int = 1, meaning: str = "") -> int:
     """Return `value` if it is an int (not a bool) >= `minimum`; else raise ValueError naming `name`."""
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         expected = "a positive int" if minimum == 1 else f"an int >= {minimum}"
-        raise ValueError(f"{name} must be {expected}, got {value!r}")
+        raise ValueError(f"{name} must be {expected}{meaning}, got {value!r}")
     return value
 
 
 def check_positive_int(name: str, value) -> int:
     """Return `value` if it is an int >= 1 (not a bool); else raise ValueError naming `name`."""
     return check_int(name, value, 1)
+
+
+def check_optional_positive_int(name: str, value) -> int | None:
+    """Return `value` if it is None or a positive int; else raise ValueError naming `name`."""
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ValueError(f"{name} must be None or a positive int, got {value!r}")
+    return value
+
+
+def check_tokens(name: str, tokens) -> Tensor:
+    """Return `tokens` if it is a (B, T) integer tensor of token ids; else raise ValueError naming `name`."""
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex():
+        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids, got {describe(tokens)}")
+    return tokens
+
+
+def check_bool(name: str, value) -> bool:
+    """Return `value` if it is True or False; else raise ValueError naming `name`."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value, allowed: tuple) -> object:
+    """Return `value` if it is one of `allowed`; else raise ValueError naming `name` and the choices."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
 
 
 def check_positive_ints(owner: object, names: tuple[str, ...]) -> None:

@@ -3,14 +3,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shared.attention import (
-    ExplicitMultiHeadAttention,
-    KVCache,
-    MultiHeadAttention,
-    copy_explicit_to_fused,
-    copy_fused_to_explicit,
-    scaled_dot_product_attention,
-)
+from shared.attention import MultiHeadAttention, scaled_dot_product_attention
+from shared.explicit_attention import ExplicitMultiHeadAttention, copy_explicit_to_fused, copy_fused_to_explicit
+from shared.kv_cache import KVCache
 from shared.masks import causal_mask, padding_mask
 
 from .helpers import copy_mha_to_torch

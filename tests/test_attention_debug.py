@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from shared.attention import MultiHeadAttention
-from shared.attention_debug import STAGES, attention_stages, trace_attention
+from shared.debug.attention_trace import STAGES, attention_stages, trace_attention
 from shared.masks import padding_mask
 
 

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from shared.attention import ExplicitMultiHeadAttention, MultiHeadAttention, copy_explicit_to_fused
+from shared.attention import MultiHeadAttention
+from shared.explicit_attention import ExplicitMultiHeadAttention, copy_explicit_to_fused
 
 B, T, D, H = 2, 5, 16, 4
 

@@ -16,7 +16,8 @@ from shared.checkpoint import (
     save_checkpoint,
 )
 from shared.gpt import GPT, GPTConfig
-from shared.training import History, make_adamw
+from shared.history import History
+from shared.training import make_adamw
 
 CONFIG = GPTConfig(vocab_size=13, block_size=8, n_layers=1, n_heads=2, d_model=8)
 

@@ -4,14 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from shared.debug import (
-    FirstNonFinite,
-    NonFiniteError,
-    anomaly_origin,
-    format_stats,
-    layer_stats,
-    nonfinite_parameters,
-)
+from shared.debug import FirstNonFinite, NonFiniteError, anomaly_origin, format_stats, layer_stats, nonfinite_parameters
 
 
 class LogOfInput(nn.Module):

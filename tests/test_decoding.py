@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from shared import decoding
 from shared.checkpoint import load_checkpoint, restore_model, save_checkpoint
-from shared.decoding import (
+from shared.generation import seq2seq as decoding
+from shared.generation.seq2seq import (
     beam_loop,
     beam_search,
     exact_match,

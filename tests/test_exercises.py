@@ -9,10 +9,10 @@ from torch import nn
 
 from shared import exercises as ex
 from shared.attention import MultiHeadAttention, scaled_dot_product_attention
+from shared.generation.lm import top_k_filter, top_p_filter
 from shared.masks import causal_mask, padding_mask
-from shared.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
+from shared.positions import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 from shared.reversal import BOS, EOS, encode_digits, seq2seq_sample
-from shared.sampling import top_k_filter, top_p_filter
 
 from .helpers import accepts, rejects, verdict
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from shared import exercises as ex
-from shared.exercises_block import reference_encoder_layer_params
+from shared.exercises.block import reference_encoder_layer_params
 from shared.layers import EncoderLayer
 
 from .helpers import accepts, rejects, verdict

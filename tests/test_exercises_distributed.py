@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 
 from shared.distributed import shard
-from shared.exercises_distributed import check_average_gradients, check_shard_for_rank
+from shared.exercises.distributed import check_average_gradients, check_shard_for_rank
 from tests.test_exercises import accepts, rejects
 
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from shared import exercises as ex
-from shared.modern import RMSNorm
+from shared.norms import RMSNorm
 
 from .helpers import accepts, rejects, verdict
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from shared import exercises as ex
-from shared.positional import randomized_positions
+from shared.positions import randomized_positions
 
 from .helpers import accepts, rejects, verdict
 

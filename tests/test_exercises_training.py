@@ -3,12 +3,7 @@
 import pytest
 import torch
 
-from shared.exercises_training import (
-    check_clip_global_norm,
-    check_noam_lr,
-    check_smoothed_targets,
-    reference_noam_lr,
-)
+from shared.exercises.training import check_clip_global_norm, check_noam_lr, check_smoothed_targets, reference_noam_lr
 from shared.training import noam_schedule
 
 from .helpers import verdict

@@ -234,8 +234,8 @@ def test_attention_explorer_with_the_course_models():
 
 
 def test_sampling_playground_with_the_course_gpt():
+    from shared.generation.lm import generate
     from shared.gpt import GPT, GPTConfig
-    from shared.sampling import generate
     from shared.shakespeare import CharTokenizer
 
     tokenizer = CharTokenizer.from_text("ROMEO: but soft, what light\n")

@@ -1,32 +1,77 @@
-"""The package's import graph has no cycles, counting imports inside functions too (they hide cycles)."""
+"""The package's layers: the model reads alone, nothing imports in a cycle, the teaching layer sits on top.
+
+Imports are read from the source (top level and inside functions: those hide cycles too) and resolved to
+module names such as "attention", "generation.seq2seq" or "exercises.feedback".
+"""
 
 import ast
 from pathlib import Path
 
+import pytest
+
 SHARED = Path(__file__).resolve().parent.parent / "shared"
+
+# The course's library, layer by layer. A module may import its own layer and the layers listed before it.
+MODEL = {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer", "gpt"}
+BASE = {"validation", "runtime", "files", "history"}  # imported by everything, import nothing of the course
+TEACHING_ROOMS = ("exercises", "explorers")  # the teaching layer: nothing else imports it
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SHARED).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in SHARED.rglob("*.py") if "__pycache__" not in p.parts}
 
 
 def shared_imports(path: Path) -> set[str]:
-    """Names of the shared modules that `path` imports anywhere (top level or inside functions)."""
+    """The shared modules that `path` imports anywhere, as names relative to the package ("generation.lm")."""
+    known = modules()
+    package = module_name(path).split(".") if path.name == "__init__.py" else module_name(path).split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module.split(".")[0])
-            else:  # from . import x
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shared."):
-            found.add(node.module.split(".")[1])
-    return found & {p.stem for p in SHARED.glob("*.py")}
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package[: len(package) - (node.level - 1)]
+        elif (node.module or "").split(".")[0] == "shared":
+            base = []
+        else:
+            continue
+        module = [*base, *(node.module.split(".") if node.module else [])]
+        if module and module[0] == "shared" and not node.level:
+            module = module[1:]
+        name = ".".join(module)
+        if name in known:
+            found.add(name)
+        for alias in node.names:  # from . import x, from .generation import lm
+            sub = f"{name}.{alias.name}" if name else alias.name
+            if sub in known:
+                found.add(sub)
+    return found - {module_name(path)}
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: shared_imports(path) for name, path in modules().items() if name}
+
+
+def test_the_layers_are_known():
+    """Every module belongs to a layer that this test names, so a new file cannot escape the rules."""
+    listed = MODEL | BASE | {"reversal", "lengthgen", "shakespeare", "training", "checkpoint", "distributed",
+                             "plotting", "generation", "debug"}
+    for name in graph():
+        assert name.split(".")[0] in listed | set(TEACHING_ROOMS), f"{name}: add it to a layer in this test"
 
 
 def test_shared_has_no_import_cycles():
-    graph = {p.stem: shared_imports(p) for p in SHARED.glob("*.py")}
+    g = graph()
     state: dict[str, str] = {}  # "visiting" or "done"
 
     def visit(module, path):
         state[module] = "visiting"
-        for dep in sorted(graph[module]):
+        for dep in sorted(g[module]):
             if state.get(dep) == "visiting":
                 cycle = path[path.index(dep):] + [dep]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
@@ -34,12 +79,48 @@ def test_shared_has_no_import_cycles():
                 visit(dep, path + [dep])
         state[module] = "done"
 
-    for module in sorted(graph):
+    for module in sorted(g):
         if module not in state:
             visit(module, [module])
 
 
+@pytest.mark.parametrize("name", sorted(MODEL))
+def test_model_files_import_only_the_model_and_validation(name):
+    """The model reads alone: no teaching layer, tasks, training, generation, plotting or debugging aids."""
+    assert shared_imports(SHARED / f"{name}.py") <= MODEL | {"validation"}
+
+
+@pytest.mark.parametrize("name", sorted(BASE))
+def test_base_modules_import_nothing_of_the_course(name):
+    assert shared_imports(SHARED / f"{name}.py") <= {"validation"}
+
+
+def test_nothing_outside_the_teaching_layer_imports_it():
+    for name, deps in graph().items():
+        if name.split(".")[0] not in TEACHING_ROOMS:
+            assert not {d for d in deps if d.split(".")[0] in TEACHING_ROOMS}, name
+
+
+def test_checkpointing_does_not_pull_in_the_training_loop():
+    """History lives in its own module, so loading a checkpoint imports neither torch.distributed nor tqdm."""
+    seen, todo = set(), ["checkpoint"]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += sorted(graph()[name])
+    assert not seen & {"training", "distributed"}, seen
+
+
 def test_the_explorers_modules_import_in_one_direction():
-    assert "explorers" not in shared_imports(SHARED / "explorers_models.py")
-    assert "explorers" not in shared_imports(SHARED / "explorer_base.py")
-    assert "explorers_models" not in shared_imports(SHARED / "explorer_base.py")
+    assert "explorers" not in shared_imports(SHARED / "explorers" / "models.py")
+    assert shared_imports(SHARED / "explorers" / "base.py") == set()
+
+
+def test_the_resolver_sees_relative_and_absolute_imports(tmp_path, monkeypatch):
+    """A planted cross-layer import is seen whichever way it is written (so the tests above can fail)."""
+    for text in ("from ..training import train\n", "from shared.training import train\n",
+                 "def f():\n    from .. import training\n"):
+        fake = SHARED / "exercises" / "_planted_for_test.py"
+        monkeypatch.setattr(Path, "read_text", lambda self, encoding=None, text=text: text)
+        assert "training" in shared_imports(fake), text

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from shared.attention import KVCache
+from shared.kv_cache import KVCache
 from shared.layers import DecoderLayer, EncoderLayer, FeedForward, PreLNBlock
 from shared.masks import causal_mask, decoder_mask, padding_mask
 

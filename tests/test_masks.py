@@ -43,5 +43,5 @@ def test_bad_masks_and_inputs():
         padding_mask(torch.ones(2, 3), 0)
     with pytest.raises(ValueError, match="size must be a positive int"):
         causal_mask(0)
-    with pytest.raises(ValueError, match="n_keys must be an int >= size"):
+    with pytest.raises(ValueError, match="n_keys must be an int >= 4 \\(size=4"):
         causal_mask(4, n_keys=2)

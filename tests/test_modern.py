@@ -8,11 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shared.attention import KVCache, MultiHeadAttention
+from shared.attention import MultiHeadAttention, repeat_kv
+from shared.generation.lm import generate
 from shared.gpt import GPT, GPTConfig
-from shared.layers import FeedForward, PreLNBlock
-from shared.modern import RMSNorm, kv_cache_bytes, make_norm, repeat_kv, swiglu_hidden_size
-from shared.sampling import generate
+from shared.kv_cache import KVCache, kv_cache_bytes
+from shared.layers import FeedForward, PreLNBlock, swiglu_hidden_size
+from shared.norms import RMSNorm, make_norm
 
 OPTIONS = {  # every option alone, and all together
     "rmsnorm": dict(norm="rmsnorm"),
@@ -281,7 +282,7 @@ def test_benchmark_modern_shape_has_the_default_parameter_count():
 
 
 def test_copying_to_explicit_heads_rejects_modern_options():
-    from shared.attention import ExplicitMultiHeadAttention, copy_fused_to_explicit
+    from shared.explicit_attention import ExplicitMultiHeadAttention, copy_fused_to_explicit
 
     explicit = ExplicitMultiHeadAttention(32, 4)
     for options in (dict(n_kv_heads=2), dict(fused_qkv=True)):

@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from shared.history import History  # noqa: E402
 from shared.plotting import (  # noqa: E402
     plot_attention,
     plot_attention_grid,
@@ -16,7 +17,6 @@ from shared.plotting import (  # noqa: E402
     plot_positional_encoding,
     shared_colorbar,
 )
-from shared.training import History  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -5,22 +5,30 @@ import warnings
 import pytest
 import torch
 
-from shared.alibi import alibi_bias, alibi_slopes
-from shared.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
-from shared.decoding import exact_match, greedy_decode, load_reverser, reverse, save_reverser
+from shared.attention import MultiHeadAttention, scaled_dot_product_attention
+from shared.generation.seq2seq import exact_match, greedy_decode, load_reverser, reverse, save_reverser
 from shared.gpt import GPT, GPTConfig
+from shared.kv_cache import KVCache
 from shared.lengthgen import (
     SCHEMES,
+    CoupledGPT,
     accuracy_by_length,
     check_scheme,
+    coupled_positions,
     held_out,
     length_test_sets,
     make_scheme_model,
     structured_sets,
     teacher_forced_match,
 )
-from shared.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding, randomized_positions
-from shared.reversal import BOS, EOS, CoupledGPT, ReversalBatches, coupled_positions, decoder_only_sample, make_model
+from shared.positions import (
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    alibi_bias,
+    alibi_slopes,
+    randomized_positions,
+)
+from shared.reversal import BOS, EOS, ReversalBatches, decoder_only_sample, make_model
 from shared.transformer import Transformer, TransformerConfig
 
 

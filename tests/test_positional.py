@@ -3,12 +3,7 @@ import math
 import pytest
 import torch
 
-from shared.positional import (
-    LearnedPositionalEmbedding,
-    ScaledEmbedding,
-    SinusoidalPositionalEncoding,
-    sinusoidal_table,
-)
+from shared.positions import LearnedPositionalEmbedding, ScaledEmbedding, SinusoidalPositionalEncoding, sinusoidal_table
 
 
 def test_sinusoidal_table_matches_the_formula():

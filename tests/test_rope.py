@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from shared.attention import KVCache, MultiHeadAttention
-from shared.rope import RotaryEmbedding, apply_rope, rope_frequencies
+from shared.attention import MultiHeadAttention
+from shared.kv_cache import KVCache
+from shared.positions import RotaryEmbedding, apply_rope, rope_frequencies
 
 
 def complex_rope(x, positions, base=10000.0):

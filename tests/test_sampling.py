@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from shared.gpt import GPT, GPTConfig
-from shared.sampling import (
+from shared.generation.lm import (
     apply_repetition_penalty,
     apply_temperature,
     ban_repeated_ngrams,
@@ -14,6 +13,7 @@ from shared.sampling import (
     top_k_filter,
     top_p_filter,
 )
+from shared.gpt import GPT, GPTConfig
 
 INF = float("inf")
 

@@ -8,8 +8,9 @@ from tqdm.notebook import tqdm_notebook
 
 import shared.training
 from shared.gpt import GPT, GPTConfig
+from shared.history import History
 from shared.runtime import choose, fast_mode, get_device, seed_everything
-from shared.training import History, lm_loss, make_adamw, noam_schedule, train, warmup_cosine
+from shared.training import lm_loss, make_adamw, noam_schedule, train, warmup_cosine
 
 
 def test_lm_loss_ignores_masked_targets():

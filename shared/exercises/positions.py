@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from .alibi import alibi_slopes
+from ..positions import alibi_slopes, apply_rope, rope_frequencies
 from .feedback import Checker, exercise, random_tensor
-from .rope import apply_rope, rope_frequencies
 
 
 def _rope_half_split(x, positions, base):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..attention import repeat_kv
 from .feedback import Checker, exercise, random_tensor
-from .modern import repeat_kv
 
 
 def _reference_rms_norm(x, weight, eps):

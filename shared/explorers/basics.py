@@ -1,12 +1,4 @@
-"""Interactive explorers: ipywidgets controls wired to plain callbacks that draw a figure or return text.
-
-Every callback (`softmax_scaling_figure`, `positional_encoding_figure`, `attention_figure`, `sample_text`)
-works without widgets: given values it returns a matplotlib Figure (or text), and for bad values a message
-string instead of raising. An `*_explorer(...)` wires sliders and dropdowns to its callback. Displayed, an
-explorer carries the live widget and a static picture of its current view, so front-ends without widgets
-(GitHub, nbconvert, nbval) still show the default figure. The live area draws only once a front-end shows the
-widget, so a saved notebook stores that picture once (in the output), not twice (output + widget state).
-"""
+"""Explorers of notebooks 01 and 04: softmax with and without 1/sqrt(d_k), and the sinusoidal table."""
 
 from __future__ import annotations
 
@@ -16,16 +8,9 @@ import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
 
-from .explorer_base import Explorer, bad_int, bad_positive, figure_png, slider  # noqa: F401 (re-exported)
-from .explorers_models import (  # noqa: F401 (06, 08: attention maps and sampling, re-exported)
-    attention_example,
-    attention_explorer,
-    attention_figure,
-    sample_text,
-    sampling_explorer,
-)
-from .plotting import plot_positional_encoding
-from .positional import sinusoidal_table
+from ..plotting import plot_positional_encoding
+from ..positions import sinusoidal_table
+from .base import Explorer, bad_int, bad_positive, slider
 
 
 def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8, seed: int = 0):
@@ -109,7 +94,3 @@ def positional_encoding_explorer(d_model: int = 64, n_positions: int = 100, pair
                 "n_positions": slider(widgets.IntSlider, n_positions, "positions", min=10, max=500, step=10),
                 "pair": pair_slider}
     return Explorer(positional_encoding_figure, controls, "positional encoding explorer")
-
-__all__ = ["Explorer", "softmax_scaling_figure", "softmax_scaling_explorer", "positional_encoding_figure",
-           "positional_encoding_explorer", "attention_example", "attention_figure", "attention_explorer",
-           "sample_text", "sampling_explorer"]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .masks import causal_mask, check_mask, combine_masks
+from ..masks import causal_mask, check_mask, combine_masks
 
 STAGES = ("q", "k", "v", "q_heads", "k_heads", "v_heads", "scores", "scaled_scores", "masked_scores", "weights",
           "weighted_values", "merged", "output")

@@ -10,9 +10,9 @@ import math
 import torch
 from torch import Tensor
 
-from .attention import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
+from ..masks import causal_mask
 from .feedback import Checker, exercise, random_tensor
-from .masks import causal_mask
 
 # ---------------------------------------------------------------- 01 scaled dot-product attention
 

@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from .checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
-from .gpt import GPT, GPTConfig
-from .reversal import BOS, EOS, PAD, CoupledGPT, decode_tokens, encode_digits, pad_to, vocabulary
-from .runtime import eval_mode
-from .transformer import Transformer, TransformerConfig
-from .validation import check_finite, check_positive_int
+from ..checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
+from ..gpt import GPT, GPTConfig
+from ..lengthgen import CoupledGPT
+from ..reversal import BOS, EOS, PAD, decode_tokens, encode_digits, pad_to, vocabulary
+from ..runtime import eval_mode
+from ..transformer import Transformer, TransformerConfig
+from ..validation import check_finite, check_positive_int
 
 StepFn = Callable[[Tensor], Tensor]  # (B, t) tokens so far -> (B, V) logits of the next token
 

@@ -9,7 +9,7 @@ still raises NotImplementedError is reported as "not solved yet".
     check_attention(my_attention)
 """
 
-from .exercises_attention import (  # 01, 02
+from .attention import (  # 01, 02
     check_attention,
     check_merge_heads,
     check_multi_head_attention,
@@ -18,13 +18,13 @@ from .exercises_attention import (  # 01, 02
     check_split_heads,
     reference_multi_head_attention,
 )
-from .exercises_block import (  # 05
+from .block import (  # 05
     check_encoder_layer_params,
     check_layer_norm,
     check_sublayer_connection,
 )
-from .exercises_distributed import check_average_gradients, check_shard_for_rank  # 11
-from .exercises_generation import (  # 06, 08
+from .distributed import check_average_gradients, check_shard_for_rank  # 11
+from .generation import (  # 06, 08
     check_decoder_inputs,
     check_exact_match,
     check_greedy_step,
@@ -33,15 +33,15 @@ from .exercises_generation import (  # 06, 08
     check_top_k,
     check_top_p,
 )
-from .exercises_masks import (  # 03, 04
+from .masks import (  # 03, 04
     check_causal_mask,
     check_learned_positions,
     check_padding_mask,
     check_sinusoidal_table,
 )
-from .exercises_modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
-from .exercises_positions import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
-from .exercises_training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
+from .modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
+from .positions import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
+from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
 
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "01": [check_scaled_scores, check_softmax_temperature, check_attention],

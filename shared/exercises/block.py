@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers import EncoderLayer
 from .feedback import Checker, exercise, random_tensor
-from .layers import EncoderLayer
 
 
 def _norm(x, gamma, beta, eps, unbiased=False, eps_outside=False, dim=-1):

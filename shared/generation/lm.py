@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .gpt import GPT
-from .runtime import eval_mode
-from .validation import check_finite, check_int, check_positive_int
+from ..gpt import GPT
+from ..runtime import eval_mode
+from ..validation import check_finite, check_int, check_positive_int
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:

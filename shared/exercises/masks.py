@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..masks import causal_mask, padding_mask
+from ..positions import sinusoidal_table
 from .feedback import Checker, exercise, random_tensor
-from .masks import causal_mask, padding_mask
-from .positional import sinusoidal_table
 
 # ---------------------------------------------------------------- 03 masks
 

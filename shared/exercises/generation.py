@@ -10,11 +10,11 @@ import math
 import torch
 from torch import Tensor
 
-from .attention import scaled_dot_product_attention
+from ..attention import scaled_dot_product_attention
+from ..generation.lm import top_k_filter, top_p_filter
+from ..masks import causal_mask
+from ..reversal import BOS, EOS, encode_digits, seq2seq_sample
 from .feedback import Checker, exercise, random_tensor
-from .masks import causal_mask
-from .reversal import BOS, EOS, encode_digits, seq2seq_sample
-from .sampling import top_k_filter, top_p_filter
 
 # ---------------------------------------------------------------- 05 encoder-decoder on list reversal
 

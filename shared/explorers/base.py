@@ -1,6 +1,6 @@
 """The Explorer widget (controls + live area + static view) and small helpers every explorer uses.
 
-`shared.explorers` (01, 04) and `shared.explorers_models` (06, 08) build on this module; it imports neither.
+`basics` (01, 04) and `models` (06, 08) build on this module; it imports neither.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
 
-from .explorer_base import Explorer, bad_int, bad_positive, slider
-from .plotting import plot_attention
+from ..plotting import plot_attention
+from .base import Explorer, bad_int, bad_positive, slider
 
 
 def attention_example(maps: dict, labels: dict | None = None, title: str = "") -> dict:

@@ -1,0 +1,23 @@
+"""Debugging aids: find the first module that made a NaN, per-layer statistics, and a stage-by-stage attention trace.
+
+- `shared.debug.nonfinite` (notebook 07): `FirstNonFinite`, `layer_stats`, `nonfinite_parameters`, `anomaly_origin`.
+- `shared.debug.attention_trace` (notebook 02): `attention_stages` and `trace_attention` for any attention module.
+"""
+
+from .attention_trace import STAGES, attention_stages, trace_attention
+from .nonfinite import (
+    Anomaly,
+    FirstNonFinite,
+    LayerStat,
+    NonFinite,
+    NonFiniteError,
+    anomaly_origin,
+    format_stats,
+    layer_stats,
+    nonfinite_parameters,
+)
+
+__all__ = [
+    "STAGES", "attention_stages", "trace_attention", "Anomaly", "FirstNonFinite", "LayerStat", "NonFinite",
+    "NonFiniteError", "anomaly_origin", "format_stats", "layer_stats", "nonfinite_parameters",
+]

@@ -1,0 +1,24 @@
+"""The record of a training run: what `shared.training.train` logs and `shared.checkpoint` saves and restores.
+
+It lives on its own so that checkpointing can read it without importing the training loop (and, through
+the loop, torch.distributed and tqdm).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class History:
+    """What a run did: training loss (token-weighted mean per log interval), lr, validation loss."""
+
+    step: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)  # tokens seen so far, at each logged step
+    seconds: list[float] = field(default_factory=list)  # training time so far, at each logged step
+    val_step: list[int] = field(default_factory=list)
+    val_loss: list[float] = field(default_factory=list)
+    grad_norm: list[float] = field(default_factory=list)  # mean gradient norm before clipping, per log interval
+    next_step: int = 0

@@ -1,0 +1,47 @@
+"""Normalisation layers: LayerNorm (torch's) and RMSNorm (Zhang & Sennrich 2019, Llama), chosen by name.
+
+The model classes build theirs with `make_norm("layernorm" | "rmsnorm", d_model)`.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .validation import check_positive_int, describe
+
+NORMS = ("layernorm", "rmsnorm")
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * g over the last dim: (..., d_model) -> same. No mean, no bias.
+
+    Equal to `torch.nn.RMSNorm(d_model, eps)`; eps=None uses the input dtype's machine epsilon, as torch does.
+    """
+
+    def __init__(self, d_model: int, eps: float | None = 1e-5) -> None:
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        if eps is not None and not (isinstance(eps, (int, float)) and eps >= 0):
+            raise ValueError(f"eps must be a number >= 0 or None, got {eps!r}")
+        self.d_model, self.eps = d_model, eps
+        self.weight = nn.Parameter(torch.ones(d_model))  # the gain g, one per channel
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.size(-1) != self.d_model:
+            raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {describe(x)}")
+        eps = torch.finfo(x.dtype).eps if self.eps is None else self.eps
+        mean_square = x.float().pow(2).mean(dim=-1, keepdim=True)  # (..., 1), in fp32 even for half inputs
+        return (x.float() * torch.rsqrt(mean_square + eps)).to(x.dtype) * self.weight
+
+    def extra_repr(self) -> str:
+        return f"{self.d_model}, eps={self.eps}"
+
+
+def make_norm(kind: str, d_model: int, bias: bool = True) -> nn.Module:
+    """'layernorm' -> nn.LayerNorm (with or without its bias), 'rmsnorm' -> RMSNorm; (..., d_model) -> same."""
+    if kind == "layernorm":
+        return nn.LayerNorm(d_model, bias=bias)
+    if kind == "rmsnorm":
+        return RMSNorm(d_model)
+    raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")

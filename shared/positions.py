@@ -1,0 +1,214 @@
+"""Where a token is: added vectors (sinusoidal, learned), rotated q and k (RoPE), a distance penalty (ALiBi).
+
+Sections: token embedding and the sinusoidal / learned tables (notebook 04); randomized position ids
+(Ruoss et al. 2023); RoPE and ALiBi (notebooks 09-10). The model classes choose one scheme by name
+(`POSITION_SCHEMES`); "none" (NoPE) leaves positions to the causal mask alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .validation import check_positive_int, describe
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """(max_len, d_model) table: PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...)."""
+    check_positive_int("max_len", max_len)
+    check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sin/cos pairs, got {d_model}")
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    angles = position * inv_freq  # (max_len, d_model / 2)
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles)
+    return table
+
+
+class ScaledEmbedding(nn.Module):
+    """Token embedding multiplied by sqrt(d_model), as in "Attention Is All You Need" (section 3.4)."""
+
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        if scale:  # std 1/sqrt(d_model): after the x sqrt(d_model) scale, entries have std 1, like the positions
+            nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """(B, T) ids -> (B, T, d_model)."""
+        if tokens.is_floating_point():
+            raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        return self.embedding(tokens) * self.scale
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the fixed sinusoidal table (a buffer, not a parameter) to (B, T, d_model) inputs."""
+
+    def __init__(self, d_model: int, max_len: int = 512) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
+        if positions is not None:
+            return x + self.table[_check_positions(x, positions, self.max_len)].to(x.dtype)
+        _check_length(x, offset, self.max_len)
+        return x + self.table[offset : offset + x.size(1)].to(x.dtype)  # (T, d_model) broadcasts over B
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds a trained vector per position (GPT style) to (B, T, d_model) inputs."""
+
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
+        """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
+        if positions is not None:
+            return x + self.embedding(_check_positions(x, positions, self.max_len))
+        _check_length(x, offset, self.max_len)
+        positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
+        return x + self.embedding(positions)
+
+
+# How a model learns where a token is: added vectors (sinusoidal, learned), rotated q/k (rope, below),
+# a distance penalty on the scores (alibi, below), or nothing but the causal mask (none, "NoPE").
+POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
+def randomized_positions(batch: int, length: int, max_position: int, device=None, generator=None) -> Tensor:
+    """(batch, length) position ids: per row a sorted random subset of 0..max_position-1 (Ruoss et al. 2023).
+
+    Trained this way, a model meets every id up to max_position, and only their order carries meaning.
+    """
+    for name, value in (("batch", batch), ("length", length), ("max_position", max_position)):
+        check_positive_int(name, value)
+    if length > max_position:
+        raise ValueError(f"length ({length}) must be at most max_position ({max_position})")
+    scores = torch.rand(batch, max_position, generator=generator)  # a random permutation per row ...
+    chosen = scores.topk(length, dim=1).indices  # ... of which the first `length` ids are kept
+    return chosen.sort(dim=1).values.to(device)  # (batch, length), increasing
+
+
+def _check_positions(x: Tensor, positions: Tensor, max_len: int) -> Tensor:
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, d_model), got {tuple(x.shape)}")
+    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2) \
+            or positions.size(-1) != x.size(1):
+        raise ValueError(f"positions must be an integer tensor (T={x.size(1)},) or (B, T), got {positions!r}")
+    if positions.numel() and (positions.min() < 0 or positions.max() >= max_len):
+        raise ValueError(f"positions must lie in 0..{max_len - 1} (the positional table, max_len={max_len}), "
+                         f"got {positions.min().item()}..{positions.max().item()}")
+    return positions
+
+
+def _check_length(x: Tensor, offset: int, max_len: int) -> None:
+    if x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, d_model), got {tuple(x.shape)}")
+    if offset + x.size(1) > max_len:
+        raise ValueError(
+            f"sequence of length {x.size(1)} at offset {offset} is longer than the positional table "
+            f"(max_len={max_len})"
+        )
+
+
+# RoPE, rotary position embedding (Su et al. 2021): rotate q and k by angles proportional to position.
+# Pairs of channels (2i, 2i+1) of a query or key at position m are read as one complex number and multiplied
+# by exp(i * m * theta_i), theta_i = base^(-2i / d_k). A rotation keeps lengths, and the dot product of a
+# query rotated by m with a key rotated by n depends only on m - n: attention sees *relative* positions.
+
+
+def rope_frequencies(d_k: int, base: float = 10000.0) -> Tensor:
+    """(d_k / 2,) angular frequencies theta_i = base^(-2i / d_k), fastest first."""
+    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 2 or d_k % 2:
+        raise ValueError(f"d_k must be a positive even int, got {d_k!r}")
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 1:
+        raise ValueError(f"base must be a number > 1, got {base!r}")
+    return base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
+
+
+def apply_rope(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
+    """Rotate channel pairs (2i, 2i+1) of x (..., T, d_k) by positions * inv_freq[i]; same shape and dtype.
+
+    positions: integer (T,) or (B, T) absolute positions; with x (B, H, T, d_k) a (B, T) tensor gives
+    every sequence its own positions.
+    """
+    if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 2:
+        raise TypeError(f"x must be a floating-point tensor (..., T, d_k), got {describe(x)}")
+    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2):
+        raise TypeError(f"positions must be an integer tensor of shape (T,) or (B, T), got {describe(positions)}")
+    T, d_k = x.shape[-2:]
+    if positions.size(-1) != T or d_k != 2 * inv_freq.numel():
+        raise ValueError(f"positions {tuple(positions.shape)} and inv_freq ({inv_freq.numel()},) must match "
+                         f"x (..., T={T}, d_k={d_k}) with T positions and d_k / 2 frequencies")
+    angles = positions.to(torch.float32)[..., None] * inv_freq.to(x.device)  # (T, d_k/2) or (B, T, d_k/2)
+    if positions.dim() == 2:
+        if x.dim() != 4 or x.size(0) != positions.size(0):
+            raise ValueError(f"(B, T) positions need x of shape (B, H, T, d_k), got {tuple(x.shape)}")
+        angles = angles[:, None]  # (B, 1, T, d_k/2): the same rotation for every head
+    rotation = torch.polar(torch.ones_like(angles), angles)  # exp(i * angle), complex
+    pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], d_k // 2, 2))  # (..., T, d_k/2): real + i imag
+    return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)  # one complex product; (..., T, d_k)
+
+
+class RotaryEmbedding(nn.Module):
+    """forward(x (B, H, T, d_k), positions (T,) or (B, T) ints) -> x rotated, same shape and dtype.
+
+    Holds no parameters (the frequencies are a non-persistent buffer), so checkpoints do not change.
+    """
+
+    def __init__(self, d_k: int, base: float = 10000.0) -> None:
+        super().__init__()
+        self.d_k, self.base = d_k, base
+        self.register_buffer("inv_freq", rope_frequencies(d_k, base), persistent=False)
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        if x.dim() != 4 or x.size(-1) != self.d_k:
+            raise ValueError(f"x must have shape (B, H, T, d_k={self.d_k}), got {describe(x)}")
+        return apply_rope(x, positions, self.inv_freq)
+
+    def extra_repr(self) -> str:
+        return f"d_k={self.d_k}, base={self.base}"
+
+
+
+# ALiBi (Press et al. 2022): no position vectors; each head adds -slope * distance to its attention scores.
+# Head h of H gets the slope 2^(-8 (h+1) / H) (a geometric sequence from 2^(-8/H) down to 2^-8); when H is
+# not a power of two, the paper takes the slopes of the next smaller power of two and fills in every other
+# slope of the next larger one. A steep head looks at its neighbours, a shallow head far back.
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """(n_heads,) slopes, largest first: 1/2, 1/4, ... 1/256 for 8 heads."""
+    check_positive_int("n_heads", n_heads)
+
+    def power_of_two(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+    below = 2 ** math.floor(math.log2(n_heads))
+    slopes = power_of_two(below) + power_of_two(2 * below)[0::2][: n_heads - below]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+    """Additive scores -slope_h * |i - j|: (H, T_q, T_k), or (B, H, T_q, T_k) for (B, T) positions.
+
+    For a causal decoder i >= j, so this is the paper's -slope * (i - j).
+    """
+    if slopes.dim() != 1:
+        raise ValueError(f"slopes must have shape (H,), got {tuple(slopes.shape)}")
+    for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if not isinstance(p, Tensor) or p.is_floating_point() or p.dim() not in (1, 2):
+            raise TypeError(f"{name} must be an integer tensor of shape (T,) or (B, T), got {p!r}")
+    distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs()  # (T_q, T_k) or (B, T_q, T_k)
+    bias = -slopes.to(distance.device)[:, None, None] * distance[..., None, :, :].float()  # (..., H, T_q, T_k)
+    return bias
