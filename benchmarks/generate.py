@@ -5,7 +5,7 @@
 
 Without a cache every new token re-runs the model over up to block_size tokens; with a cache only the
 newest token is computed. Greedy tokens are identical while the context fits in block_size; after that
-the cached path refills its cache from the last block_size // 2 tokens (see shared.sampling.generate)
+the cached path refills its cache from the last block_size // 2 tokens (see shared.generation.lm.generate)
 while the uncached path always crops to the last block_size, so they may differ from then on.
 """
 

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .kv_cache import KVCache
 from .masks import causal_mask, check_mask, combine_masks
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
-from .validation import check_divisible, check_positive_int, describe
+from .validation import check_divisible, check_float_tensor, check_positive_int, describe
 
 
 def scaled_dot_product_attention(
@@ -117,18 +117,9 @@ class MultiHeadAttention(nn.Module):
         B, H, T, d_k = x.shape
         return x.transpose(1, 2).contiguous().view(B, T, H * d_k)  # (B, T, H, d_k) -> (B, T, d_model)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        mask: Tensor | None = None,
-        *,
-        causal: bool = False,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
-        positions: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, mask: Tensor | None = None,
+                *, causal: bool = False, need_weights: bool = False, cache: KVCache | None = None,
+                positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """positions: (T,) or (B, T) ints, the new tokens' positions for RoPE/ALiBi (default: after the cache)."""
         if (self.rope is not None or self.alibi_slopes is not None) and key is not None and key is not query:
             raise ValueError("rope=True / alibi=True apply to self-attention only: call with key=None (or key=query)")
@@ -183,12 +174,7 @@ def _check_heads(d_model: int, n_heads: int) -> None:
 
 def _check_qkv(q, k, v) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-        if x.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., T, d), got {tuple(x.shape)}")
+        check_float_tensor(name, x, min_dim=2)  # (..., T, d)
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share their last dim d_k, got {q.size(-1)} and {k.size(-1)}")
     if k.size(-2) != v.size(-2):
@@ -197,11 +183,7 @@ def _check_qkv(q, k, v) -> None:
 
 def _check_inputs(query, key, value, d_model: int) -> None:
     for name, x in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(x, Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-        if x.dim() != 3 or x.size(-1) != d_model:
+        if check_float_tensor(name, x).dim() != 3 or x.size(-1) != d_model:
             raise ValueError(f"{name} must have shape (B, T, d_model={d_model}), got {tuple(x.shape)}")
     if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
         raise ValueError(

@@ -46,16 +46,8 @@ class ExplicitMultiHeadAttention(nn.Module):
         self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, bias) for _ in range(n_heads))
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
-    def forward(
-        self,
-        query: Tensor,
-        key: Tensor | None = None,
-        value: Tensor | None = None,
-        mask: Tensor | None = None,
-        *,
-        causal: bool = False,
-        need_weights: bool = False,
-    ) -> tuple[Tensor, Tensor | None]:
+    def forward(self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None, mask: Tensor | None = None,
+                *, causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """query (B, T_q, d_model), key/value (B, T_k, d_model) -> (output (B, T_q, d_model), weights or None).
 
         `mask` broadcasts to (B, H, T_q, T_k), e.g. (B, 1, 1, T_k), (1, 1, T_q, T_k) or (H, T_q, T_k).

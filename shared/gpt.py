@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from .kv_cache import KVCache
 from .layers import PreLNBlock, num_parameters, stack_attention_weights, swiglu_hidden_size
 from .norms import NORMS, make_norm
-from .positions import POSITION_SCHEMES, LearnedPositionalEmbedding, SinusoidalPositionalEncoding, randomized_positions
+from .positions import POSITION_SCHEMES, position_embedding, randomized_positions
 from .validation import (
     check_bool,
     check_choice,
@@ -82,7 +82,7 @@ class GPT(nn.Module):
         self.config = config
         c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)
-        self.pos_emb = _position_embedding(c)  # None for rope, alibi and none: nothing added to the tokens
+        self.pos_emb = position_embedding(c.position, c.n_positions, c.d_model)  # None: nothing added to the tokens
         self.drop = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(
             PreLNBlock(c.d_model, c.n_heads, c.ffn_width, c.dropout, c.activation, norm=c.norm, bias=c.bias,
@@ -146,11 +146,3 @@ class GPT(nn.Module):
     def attention_maps(self) -> Tensor:
         """Weights of the last forward with need_weights=True: (n_layers, B, H, T, T)."""
         return stack_attention_weights(self.blocks)
-
-
-def _position_embedding(c: GPTConfig) -> nn.Module | None:
-    if c.position == "learned":
-        return LearnedPositionalEmbedding(c.n_positions, c.d_model)
-    if c.position == "sinusoidal":
-        return SinusoidalPositionalEncoding(c.d_model, c.n_positions)
-    return None

@@ -89,15 +89,8 @@ class DecoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights = self.cross_attn_weights = None
 
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        tgt_mask: Tensor | None = None,
-        memory_mask: Tensor | None = None,
-        need_weights: bool = False,
-        positions: Tensor | None = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
+                need_weights: bool = False, positions: Tensor | None = None) -> Tensor:
         """x (B, T_tgt, d_model), memory (B, T_src, d_model) -> (B, T_tgt, d_model).
 
         tgt_mask (B, 1, T_tgt, T_tgt) is causal AND target padding; memory_mask (B, 1, 1, T_src) is the
@@ -129,15 +122,8 @@ class PreLNBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights = None
 
-    def forward(
-        self,
-        x: Tensor,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        need_weights: bool = False,
-        cache: KVCache | None = None,
-        positions: Tensor | None = None,
-    ) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None = None, causal: bool = False, need_weights: bool = False,
+                cache: KVCache | None = None, positions: Tensor | None = None) -> Tensor:
         """(B, T, d_model) -> same. `causal=True` hides later positions; `cache` holds past keys/values."""
         h = self.norm1(x)
         attn, self.self_attn_weights = self.attn(h, h, h, mask, causal=causal, need_weights=need_weights, cache=cache,

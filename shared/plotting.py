@@ -132,7 +132,7 @@ def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional
 
 def plot_loss(history, ax=None, baseline: float | None = None, baseline_label: str = "baseline",
               title: str = "loss", label: str = ""):
-    """Training (and validation, when recorded) loss against step from a `shared.training.History`."""
+    """Training (and validation, when recorded) loss against step from a `shared.history.History`."""
     if not history.step or len(history.step) != len(history.loss):
         raise ValueError(f"history must hold as many steps as losses (>= 1), got {len(history.step)} and "
                          f"{len(history.loss)}")

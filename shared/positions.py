@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .validation import check_positive_int, describe
+from .validation import check_float_tensor, check_position_ids, check_positive_int, describe
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -80,6 +80,15 @@ class LearnedPositionalEmbedding(nn.Module):
         return x + self.embedding(positions)
 
 
+def position_embedding(kind: str, n_positions: int, d_model: int) -> nn.Module | None:
+    """The module that adds positions to the embedded tokens for scheme `kind`; None when nothing is added."""
+    if kind == "learned":
+        return LearnedPositionalEmbedding(n_positions, d_model)
+    if kind == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, n_positions)
+    return None  # rope and alibi act inside attention; none (NoPE) leaves positions to the causal mask
+
+
 # How a model learns where a token is: added vectors (sinusoidal, learned), rotated q/k (rope, below),
 # a distance penalty on the scores (alibi, below), or nothing but the causal mask (none, "NoPE").
 POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
@@ -142,10 +151,8 @@ def apply_rope(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
     positions: integer (T,) or (B, T) absolute positions; with x (B, H, T, d_k) a (B, T) tensor gives
     every sequence its own positions.
     """
-    if not isinstance(x, Tensor) or not x.is_floating_point() or x.dim() < 2:
-        raise TypeError(f"x must be a floating-point tensor (..., T, d_k), got {describe(x)}")
-    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2):
-        raise TypeError(f"positions must be an integer tensor of shape (T,) or (B, T), got {describe(positions)}")
+    check_float_tensor("x", x, min_dim=2)  # (..., T, d_k)
+    check_position_ids("positions", positions)
     T, d_k = x.shape[-2:]
     if positions.size(-1) != T or d_k != 2 * inv_freq.numel():
         raise ValueError(f"positions {tuple(positions.shape)} and inv_freq ({inv_freq.numel()},) must match "
@@ -206,9 +213,7 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tens
     """
     if slopes.dim() != 1:
         raise ValueError(f"slopes must have shape (H,), got {tuple(slopes.shape)}")
-    for name, p in (("q_positions", q_positions), ("k_positions", k_positions)):
-        if not isinstance(p, Tensor) or p.is_floating_point() or p.dim() not in (1, 2):
-            raise TypeError(f"{name} must be an integer tensor of shape (T,) or (B, T), got {p!r}")
+    check_position_ids("q_positions", q_positions)
+    check_position_ids("k_positions", k_positions)
     distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs()  # (T_q, T_k) or (B, T_q, T_k)
-    bias = -slopes.to(distance.device)[:, None, None] * distance[..., None, :, :].float()  # (..., H, T_q, T_k)
-    return bias
+    return -slopes.to(distance.device)[:, None, None] * distance[..., None, :, :].float()  # (..., H, T_q, T_k)

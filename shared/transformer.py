@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from .layers import DecoderLayer, EncoderLayer, num_parameters, stack_attention_weights
 from .masks import decoder_mask, padding_mask
-from .positions import LearnedPositionalEmbedding, ScaledEmbedding, SinusoidalPositionalEncoding, randomized_positions
+from .positions import ScaledEmbedding, position_embedding, randomized_positions
 from .validation import check_bool, check_choice, check_divisible, check_dropout, check_positive_ints, check_tokens
 
 
@@ -49,11 +49,7 @@ class Transformer(nn.Module):
         self.config = c = config
         self.src_embed = ScaledEmbedding(c.src_vocab_size, c.d_model)  # x sqrt(d_model)
         self.tgt_embed = ScaledEmbedding(c.tgt_vocab_size, c.d_model)
-        self.positional = None  # rope: positions act inside self-attention
-        if c.position == "sinusoidal":
-            self.positional = SinusoidalPositionalEncoding(c.d_model, c.max_len)
-        elif c.position == "learned":
-            self.positional = LearnedPositionalEmbedding(c.max_len, c.d_model)
+        self.positional = position_embedding(c.position, c.max_len, c.d_model)  # None for rope (inside attention)
         self.dropout = nn.Dropout(c.dropout)
         sizes = (c.d_model, c.n_heads, c.d_ff, c.dropout)
         rope = c.position == "rope"

@@ -53,6 +53,24 @@ def check_choice(name: str, value, allowed: tuple) -> object:
     return value
 
 
+def check_float_tensor(name: str, x, min_dim: int = 1) -> Tensor:
+    """Return `x` if it is a floating-point tensor of at least `min_dim` dims; else raise naming `name`."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.dim() < min_dim:
+        raise ValueError(f"{name} must have at least {min_dim} dims, got shape {tuple(x.shape)}")
+    return x
+
+
+def check_position_ids(name: str, positions) -> Tensor:
+    """Return `positions` if it is an integer tensor of shape (T,) or (B, T); else raise TypeError naming `name`."""
+    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2):
+        raise TypeError(f"{name} must be an integer tensor of shape (T,) or (B, T), got {describe(positions)}")
+    return positions
+
+
 def check_positive_ints(owner: object, names: tuple[str, ...]) -> None:
     """Check that each attribute in `names` of `owner` (e.g. a config dataclass) is a positive int."""
     for name in names:

@@ -4,7 +4,7 @@ Point it at any module with `w_q`, `w_k`, `w_v`, `w_o` projections and an `n_hea
 `MultiHeadAttention`, or your own): it recomputes attention stage by stage from the module's own weights,
 prints each stage, and says whether the module's forward pass gives the same output.
 
-    from shared.attention_debug import trace_attention
+    from shared.debug import trace_attention
     stages = trace_attention(my_mha, x)           # x (B, T, d_model)
 """
 

@@ -1,6 +1,6 @@
 """Exercise checkers for notebooks 01 (scaled dot-product attention) and 02 (multi-head attention).
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

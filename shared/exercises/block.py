@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 05 (the Transformer block): LayerNorm, the sublayer connection, counting.
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 11 (scaling out): shard a global batch by rank; average gradients by hand.
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports. The gradient check
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports. The gradient check
 forks a few CPU processes that meet through a file in a temporary folder and form a real gloo group
 (Linux, macOS, Colab).
 """

@@ -1,6 +1,6 @@
 """Exercise checkers for notebooks 06 (reversal: decoder inputs, greedy step, exact match) and 08 (sampling).
 
-Import them from `shared.exercises`; see there and `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see there and `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exercise checkers for notebooks 03 (masks) and 04 (positional encoding).
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 10 (a modern LLM block): RMSNorm, the SwiGLU feed-forward, repeating KV heads.
 
-Import them from `shared.exercises_modern`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 09 (length generalisation): RoPE for one head, ALiBi slopes, randomized positions.
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

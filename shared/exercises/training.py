@@ -1,6 +1,6 @@
 """Exercise checkers for notebook 07 (training and debugging): Noam rate, global-norm clipping, label smoothing.
 
-Import them from `shared.exercises`; see `shared.feedback` for how a checker reports.
+Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
 
 from __future__ import annotations

@@ -1,0 +1,86 @@
+"""Seeded models give the outputs stored in tests/data/seeded_model_outputs.pt.
+
+The file was written before the package was split into its layers (model, tasks, training, generation,
+teaching), by the code that `outputs()` below calls, so a restructuring that changes what any model computes
+fails here. With the torch version that wrote the file the outputs must be bit-identical; other versions
+may round differently, so there they must agree to 1e-5.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from shared.gpt import GPT, GPTConfig
+from shared.lengthgen import CoupledGPT
+from shared.reversal import make_model
+from shared.transformer import Transformer, TransformerConfig
+
+STORED = Path(__file__).parent / "data" / "seeded_model_outputs.pt"
+
+
+def gpt_configs() -> dict[str, GPTConfig]:
+    small = dict(vocab_size=17, block_size=16, n_layers=2, n_heads=2, d_model=16)
+    return {
+        "gpt_default": GPTConfig(**small),
+        "gpt_modern": GPTConfig(**{**small, "n_heads": 4}, norm="rmsnorm", activation="swiglu", n_kv_heads=2,
+                                fused_qkv=True, bias=False, position="rope"),
+        "gpt_alibi": GPTConfig(**small, position="alibi"),
+        "gpt_sinusoidal": GPTConfig(**{**small, "n_layers": 1}, position="sinusoidal"),
+    }
+
+
+@torch.no_grad()
+def outputs() -> dict:
+    tokens = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(1))
+    out = {}
+    for name, config in gpt_configs().items():
+        torch.manual_seed(0)
+        model = GPT(config).eval()
+        out[name] = model(tokens)
+        out[name + "_weights"] = (model(tokens, need_weights=True), model.attention_maps())
+    for position in ("sinusoidal", "rope", "learned"):
+        torch.manual_seed(0)
+        config = TransformerConfig(17, 15, d_model=16, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=32,
+                                   dropout=0.1, max_len=16, position=position)
+        model = Transformer(config).eval()
+        src = tokens.clone()
+        src[1, 9:] = 0  # padding
+        out["transformer_" + position] = model(src, tokens[:, :10] % 15, need_weights=True)
+        out["transformer_" + position + "_cross"] = model.attention_maps("cross")
+    for arch, gpt_class in (("decoder_only", CoupledGPT), ("encoder_decoder", GPT)):
+        torch.manual_seed(0)
+        model = make_model(arch, 16, 2, 1, gpt_class=gpt_class).eval()
+        x = torch.randint(3, 13, (2, 9), generator=torch.Generator().manual_seed(2))
+        out[f"reversal_{arch}"] = model(x) if arch == "decoder_only" else model(x, x)
+    return out
+
+
+def flatten(value) -> list[torch.Tensor]:
+    return [t for item in value for t in flatten(item)] if isinstance(value, tuple) else [value]
+
+
+def test_seeded_models_compute_what_they_computed_before_the_restructuring():
+    stored = torch.load(STORED, weights_only=True)
+    same_torch = stored.pop("torch") == torch.__version__
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the file was written with one thread
+    try:
+        now = outputs()
+    finally:
+        torch.set_num_threads(threads)
+    assert sorted(now) == sorted(stored)
+    for name in stored:
+        for got, want in zip(flatten(now[name]), flatten(stored[name]), strict=True):
+            if same_torch:
+                assert torch.equal(got, want), f"{name}: max difference {(got - want).abs().max().item():.3g}"
+            else:
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def test_the_comparison_sees_a_changed_model(monkeypatch):
+    """A planted change (GPT-2's residual scaling dropped) must make the stored outputs disagree."""
+    monkeypatch.setattr("shared.gpt.math.sqrt", lambda x: 1.0)
+    stored = torch.load(STORED, weights_only=True)
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(outputs()["gpt_default"], stored["gpt_default"], rtol=1e-5, atol=1e-5)
