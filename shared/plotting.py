@@ -118,12 +118,12 @@ def plot_mask(mask, x_labels=None, y_labels=None, ax=None, title: str = "mask"):
 
 
 def plot_positional_encoding(table, ax=None, title: str = "sinusoidal positional encoding"):
-    """Heatmap of a (max_len, d_model) positional table: position on y, dimension on x."""
+    """Heatmap of a (max_len, d_model) positional table: position on y, dimension (column) on x."""
     t = _to_2d(table, "table")
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4))
     image = ax.imshow(t, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
-    ax.set_xlabel("dimension i")
+    ax.set_xlabel("dimension (column)")
     ax.set_ylabel("position")
     ax.set_title(title)
     ax.figure.colorbar(image, ax=ax)

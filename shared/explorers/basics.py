@@ -13,7 +13,7 @@ from ..positions import sinusoidal_table
 from .base import Explorer, bad_int, bad_positive, slider
 
 
-def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8, seed: int = 0):
+def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int = 16, seed: int = 0):
     """Attention of one random query over `n_keys` random keys (entries ~ N(0, 1)), with and without 1/√d_k.
 
     Returns a Figure with two bar charts, or a message string for bad values.
@@ -43,8 +43,11 @@ def softmax_scaling_figure(d_k: int = 64, temperature: float = 1.0, n_keys: int 
     return fig
 
 
-def softmax_scaling_explorer(d_k: int = 64, temperature: float = 1.0, n_keys: int = 8) -> Explorer:
-    """Sliders for d_k (powers of two), temperature and number of keys over `softmax_scaling_figure`."""
+def softmax_scaling_explorer(d_k: int = 64, temperature: float = 1.0, n_keys: int = 16) -> Explorer:
+    """Sliders for d_k (powers of two), temperature and number of keys over `softmax_scaling_figure`.
+
+    16 keys by default: the same row length as notebook 01's table of averaged weights.
+    """
     controls = {"d_k": slider(widgets.SelectionSlider, d_k, "d_k", options=[2**i for i in range(11)]),
                 "temperature": slider(widgets.FloatLogSlider, temperature, "temperature", base=10, min=-1, max=1,
                                        step=0.05),
