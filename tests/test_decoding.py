@@ -109,24 +109,26 @@ def test_reverse_rejects_bad_input():
     assert max_source_len(model) == max_source_len(small("decoder_only")) == MAX_DIGITS
 
 
-def test_exact_match_counts_only_exact_reversals(monkeypatch):
-    sources = [[1, 2, 3], [4, 5], [6, 7, 8], [9, 0], [1, 1, 1]]
-    outputs = {  # what a model might generate (tokens = digit + 3), and whether it is an exact match
-        (1, 2, 3): [6, 5, 4],  # right
+def test_exact_match_counts_only_exact_reversals_with_eos(monkeypatch):
+    sources = [[1, 2, 3], [4, 5], [6, 7, 8], [9, 0], [1, 1, 1], [2, 2]]
+    outputs = {  # what a model might generate (tokens = digit + 3), EOS kept, and whether it is an exact match
+        (1, 2, 3): [6, 5, 4, EOS],  # right
         (4, 5): [8, 7, 7],  # right, then an extra token
-        (6, 7, 8): [11, 10],  # a correct prefix, one token short
-        (9, 0): [3, 12],  # right
-        (1, 1, 1): [4, 4, 5],  # one token wrong
+        (6, 7, 8): [11, 10, EOS],  # a correct prefix, one token short
+        (9, 0): [3, 12, EOS],  # right
+        (1, 1, 1): [4, 4, 5, EOS],  # one token wrong
+        (2, 2): [5, 5],  # the right digits, but no EOS: the model never stopped
     }
     calls = []
 
-    def scripted(model, chunk):
+    def scripted(model, chunk, max_new=None, *, keep_eos=False):
+        assert keep_eos, "exact_match must look at the EOS"
         calls.append(len(chunk))
         return [outputs[tuple(s)] for s in chunk]
 
     monkeypatch.setattr(decoding, "greedy_decode", scripted)
-    assert exact_match(small("encoder_decoder"), sources, batch_size=2) == 2 / 5
-    assert calls == [2, 2, 1]  # every source decoded once, in batches of batch_size
+    assert exact_match(small("encoder_decoder"), sources, batch_size=2) == 2 / 6
+    assert calls == [2, 2, 2]  # every source decoded once, in batches of batch_size
     with pytest.raises(ValueError, match="non-empty"):
         exact_match(small("encoder_decoder"), [])
     with pytest.raises(ValueError, match="batch_size"):
@@ -171,3 +173,31 @@ def test_length_penalty_prefers_the_longer_output_with_the_better_mean():
     assert long.tolist() == [A, B, EOS] and score == pytest.approx(math.log(0.45), abs=1e-4)
     with pytest.raises(ValueError, match="length_penalty"):
         beam_loop(step, start, beam_size=2, max_new=5, length_penalty=-1.0)
+
+
+def test_length_penalty_counts_the_eos():
+    # [EOS]: log 0.4 = -0.92 in 1 token. [A, EOS]: log 0.36 = -1.02 in 2 tokens, the better mean (-0.51)
+    # only if the EOS counts: without it, -1.02 over 1 token would lose to -0.92.
+    step = scripted_step({(): {EOS: 0.4, A: 0.6}, (A,): {EOS: 0.6, B: 0.4}})
+    start = torch.full((1, 1), BOS)
+    assert beam_loop(step, start, beam_size=2, max_new=5)[0].tolist()[:1] == [EOS]
+    tokens, score = beam_loop(step, start, beam_size=2, max_new=5, length_penalty=1.0)
+    assert tokens.tolist() == [A, EOS] and score == pytest.approx(math.log(0.36), abs=1e-4)
+
+
+def test_finished_hypotheses_only_pad():
+    # After EOS a model may still predict anything (here Y, 0.99). A finished hypothesis must not spawn
+    # [EOS, Y]: such copies would fill the beam and push out A X Z EOS, the best mean (-1.31 / 4).
+    after_eos = {Y: 0.99, Z: 0.01}
+    step = scripted_step({(): {EOS: 0.5, A: 0.3, B: 0.2}, (EOS,): after_eos, (EOS, PAD): after_eos,
+                          (A,): {X: 0.9, Y: 0.1}, (A, X): {Z: 1.0}, (A, X, Z): {EOS: 1.0}})
+    fed = []
+
+    def recording(seq):
+        fed.extend(seq[:, 1:].tolist())
+        return step(seq)
+
+    tokens, score = beam_loop(recording, torch.full((1, 1), BOS), beam_size=2, max_new=6, length_penalty=1.0)
+    assert tokens.tolist() == [A, X, Z, EOS] and score == pytest.approx(math.log(0.27), abs=1e-3)
+    for row in fed:  # every hypothesis the model was asked to extend: only PAD after its EOS
+        assert EOS not in row or set(row[row.index(EOS) + 1 :]) <= {PAD}, row

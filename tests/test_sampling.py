@@ -43,6 +43,17 @@ def test_top_p_keeps_the_smallest_nucleus():
     assert torch.equal(top_p_filter(logits, 1.0), logits)
 
 
+def test_top_p_boundary_is_inclusive():
+    logits = torch.tensor([[0.5, 0.25, 0.25]]).log()  # exact in binary: the cumulative sums are 0.5, 0.75, 1
+    # p = 0.5: the top token alone reaches p, so it alone is kept (a strict > would keep a second)
+    assert torch.equal(top_p_filter(logits, 0.5).isfinite(), torch.tensor([[True, False, False]]))
+    assert top_p_filter(logits, 0.75).isfinite().sum() == 2
+    assert top_p_filter(logits, 0.7500001).isfinite().sum() == 3
+    for bad in (True, False, "0.5", math.nan):
+        with pytest.raises(ValueError, match="top_p"):
+            top_p_filter(logits, bad)
+
+
 def test_repetition_penalty_by_hand():
     logits = torch.tensor([[2.0, -1.0, 0.5, 3.0]])
     out = apply_repetition_penalty(logits, torch.tensor([[0, 1, 0]]), 2.0)
@@ -75,6 +86,15 @@ def test_bad_knobs_raise_value_error(model):
             generate(model, prompt, 3, **kwargs)
     with pytest.raises(ValueError, match="max_new_tokens"):
         generate(model, prompt, -1)
+    for kwargs, name in [  # checked before any token is generated, even when none is asked for
+        (dict(top_p=True), "top_p"), (dict(repetition_penalty=-3.0), "repetition_penalty"),
+        (dict(repetition_penalty=math.inf), "repetition_penalty"),
+        (dict(repetition_penalty=True), "repetition_penalty"),
+        (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size"),
+        (dict(no_repeat_ngram_size=2.0), "no_repeat_ngram_size"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            generate(model, prompt, 0, **kwargs)
     with pytest.raises(ValueError, match="prompt"):
         generate(model, torch.zeros(1, 1), 3)
 
@@ -99,6 +119,23 @@ def test_kv_cache_greedy_tokens_identical(model):
     plain = generate(model, prompt, 19, temperature=0.0, use_cache=False)
     assert cached.shape == (3, 24) and torch.equal(cached, plain)
     assert torch.equal(cached[:, :5], prompt)
+
+
+def test_kv_cache_step_logits_equal_no_cache_logits(model):
+    """The logits `generate` sees at each step, with and without the cache (the argmax alone hides offsets)."""
+    seen = []
+    hook = model.register_forward_hook(lambda module, args, out: seen.append(out[:, -1].clone()))  # (B, V)
+    torch.manual_seed(5)
+    prompt = torch.randint(0, 23, (2, 4))
+    try:
+        for use_cache in (True, False):  # 20 new tokens: the context stays within block_size (24)
+            generate(model, prompt, 20, temperature=0.0, use_cache=use_cache)
+    finally:
+        hook.remove()
+    cached, plain = seen[:20], seen[20:]
+    assert len(plain) == 20
+    for step, (a, b) in enumerate(zip(cached, plain)):
+        assert torch.allclose(a, b, atol=1e-5), f"step {step}: logits differ by {(a - b).abs().max():.3g}"
 
 
 def test_kv_cache_logits_close(model):

@@ -26,8 +26,8 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
 
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Nucleus filter: keep the smallest set of most likely tokens whose probabilities sum to >= p."""
-    if not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {p!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be a number in (0, 1], got {p!r}")
     if p >= 1.0:
         return logits
     sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
@@ -51,7 +51,11 @@ def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> 
 
 
 def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
-    """Set to -inf every token that would repeat an n-gram already present in `tokens` (B, T)."""
+    """Set to -inf every token that would repeat an n-gram already present in `tokens` (B, T).
+
+    Raises ValueError when a row would have no token left (every continuation repeats an n-gram):
+    no choice could keep the promise, and argmax or sampling over all -inf gives no honest answer.
+    """
     check_int("no_repeat_ngram_size", n, minimum=0)
     if n == 0 or tokens.size(1) < n:
         return logits
@@ -59,7 +63,12 @@ def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
     prefix = tokens[:, tokens.size(1) - (n - 1) :]  # (B, n - 1): the tokens a new n-gram would start with
     matches = (ngrams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (B, T - n + 1)
     banned = torch.zeros_like(logits).scatter_add(-1, ngrams[:, :, -1], matches.to(logits.dtype))  # (B, V)
-    return logits.masked_fill(banned > 0, float("-inf"))
+    out = logits.masked_fill(banned > 0, float("-inf"))
+    empty = out.isneginf().all(dim=-1)  # (B,) rows with nothing left to choose
+    if empty.any():
+        raise ValueError(f"no_repeat_ngram_size={n} bans every token of row {int(empty.int().argmax())} after "
+                         f"{tokens.size(1)} tokens: use a larger size, or generate fewer tokens")
+    return out
 
 
 def next_token_logits(
@@ -108,8 +117,12 @@ def generate(
     the model on the last block_size tokens. With a cache every step runs it on the newest token only;
     when the cache reaches block_size it is refilled from the last block_size // 2 tokens (from then
     on, the model sees between block_size // 2 and block_size tokens of context).
+
+    Every knob is checked before the first step. Each step applies the repetition penalty and the n-gram
+    ban, then temperature, then top-k and top-p (`next_token_logits`). If the n-gram ban leaves a row no
+    token at all, that step raises ValueError naming no_repeat_ngram_size (no token would keep its promise).
     """
-    _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p)
+    _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size)
     with eval_mode(model):
         return _generate_loop(model, prompt, max_new_tokens, temperature, generator, use_cache, dict(
             top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size))
@@ -142,7 +155,7 @@ def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None)
     return torch.multinomial(probs, 1, generator=generator)
 
 
-def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p) -> None:
+def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size) -> None:
     if not isinstance(prompt, Tensor) or prompt.dim() != 2 or prompt.size(1) < 1 or prompt.is_floating_point():
         shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
         raise ValueError(f"prompt must be a (B, T) integer tensor with T >= 1, got {shape}")
@@ -152,3 +165,6 @@ def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p) -> None:
         top_k_filter(torch.zeros(1, 1), top_k)  # same checks as the filters themselves
     if top_p is not None:
         top_p_filter(torch.zeros(1, 1), top_p)
+    no_tokens = torch.zeros(1, 0, dtype=torch.long)  # (1, 0): nothing generated yet
+    apply_repetition_penalty(torch.zeros(1, 1), no_tokens, repetition_penalty)
+    ban_repeated_ngrams(torch.zeros(1, 1), no_tokens, no_repeat_ngram_size)

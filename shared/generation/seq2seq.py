@@ -19,7 +19,7 @@ from ..lengthgen import CoupledGPT
 from ..reversal import BOS, EOS, PAD, decode_tokens, encode_digits, pad_to, vocabulary
 from ..runtime import eval_mode
 from ..transformer import Transformer, TransformerConfig
-from ..validation import check_finite, check_positive_int
+from ..validation import check_bool, check_finite, check_optional_positive_int, check_positive_int
 
 StepFn = Callable[[Tensor], Tensor]  # (B, t) tokens so far -> (B, V) logits of the next token
 
@@ -54,27 +54,57 @@ def _position_limit(model: nn.Module) -> str:
     return f"block_size={c.block_size} tokens for BOS, digits, EOS and answer"
 
 
-def _cut(rows: Tensor, limits: Sequence[int]) -> list[list[int]]:
-    """(B, t) generated tokens -> token lists, each ending before its first EOS or after its row's limit."""
+def check_digits(name: str, digits, model: nn.Module) -> list[int]:
+    """`digits` as a list: 1 to max_source_len(model) ints 0-9, else TypeError/ValueError naming `name`."""
+    limit = max_source_len(model)
+    if not isinstance(digits, (list, tuple)):
+        raise TypeError(f"{name} must be a list of ints 0-9, got {type(digits).__name__}")
+    if not digits:
+        raise ValueError(f"{name} must be a non-empty list of ints 0-9, got an empty list")
+    for d in digits:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")
+        if not 0 <= d <= 9:
+            raise ValueError(f"{name} must hold ints 0-9, got {d!r}")
+    if len(digits) > limit:
+        raise ValueError(f"{name} may hold at most {limit} digits for this model, got {len(digits)} "
+                         f"(the limit of its positions: {_position_limit(model)})")
+    return list(digits)
+
+
+def _check_sources(sources, model: nn.Module) -> list[list[int]]:
+    """`sources` as a list of digit lists, each checked by `check_digits`."""
+    if not isinstance(sources, (list, tuple)):
+        raise TypeError(f"sources must be a list of digit lists, got {type(sources).__name__}")
+    if len(sources) == 0:
+        raise ValueError("sources must be a non-empty list of digit lists")
+    return [check_digits(f"sources[{i}]", s, model) for i, s in enumerate(sources)]
+
+
+def _cut(rows: Tensor, limits: Sequence[int], keep_eos: bool = False) -> list[list[int]]:
+    """(B, t) generated tokens -> token lists, each ending at its first EOS (kept or not) or at its row's limit."""
     out = []
     for row, limit in zip(rows.tolist(), limits):
         row = row[:limit]
-        out.append(row[: row.index(EOS)] if EOS in row else row)
+        out.append(row[: row.index(EOS) + keep_eos] if EOS in row else row)
     return out
 
 
 @torch.no_grad()
-def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: int | None = None) -> list[list[int]]:
-    """Digit sources -> generated token lists (without EOS), decoded as one batch per call.
+def greedy_decode(
+    model: nn.Module, sources: Sequence[Sequence[int]], max_new: int | None = None, *, keep_eos: bool = False
+) -> list[list[int]]:
+    """Digit sources -> generated token lists (without EOS; with it, if `keep_eos`), decoded as one batch per call.
 
-    A row with no EOS after `max_new` tokens (default: its source length + 1, enough for the reversed
-    digits and EOS) is returned as generated, so it can never count as correct.
+    Each row stops at EOS or after `max_new` tokens (EOS counted; default: its source length + 1, enough
+    for the reversed digits and EOS); a row that did not stop is returned as generated. Sources must
+    hold 1 to `max_source_len(model)` digits 0-9: a longer one would leave no position for the EOS.
     """
-    max_source_len(model)  # type check
-    if len(sources) == 0:
-        raise ValueError("sources must be a non-empty list of digit lists")
+    sources = _check_sources(sources, model)
+    check_optional_positive_int("max_new", max_new)
+    check_bool("keep_eos", keep_eos)
     device = next(model.parameters()).device
-    limits = [max_new or len(s) + 1 for s in sources]
+    limits = [len(s) + 1 if max_new is None else max_new for s in sources]
     max_new = max(limits)
     with eval_mode(model):
         if isinstance(model, Transformer):
@@ -83,14 +113,16 @@ def greedy_decode(model: nn.Module, sources: Sequence[Sequence[int]], max_new: i
             memory = model.encode(src, src_mask)  # (B, T_src, d_model), computed once
             start = torch.full((len(sources), 1), BOS, dtype=torch.long, device=device)
             new_max = min(max_new, model.config.max_len)  # the decoder reads at most max_len tokens
-            return _cut(greedy_loop(lambda seq: model.decode(seq, memory, src_mask)[:, -1], start, new_max), limits)
+            new = greedy_loop(lambda seq: model.decode(seq, memory, src_mask)[:, -1], start, new_max)  # (B, t)
+            return _cut(new, limits, keep_eos)
         # decoder-only: prompts of one length share a batch, so no row needs padding in front
         results: list[list[int] | None] = [None] * len(sources)
         for length in sorted({len(s) for s in sources}):
             rows = [i for i, s in enumerate(sources) if len(s) == length]
             prompt = torch.tensor([[BOS] + encode_digits(sources[i]) + [EOS] for i in rows], device=device)
             new_max = min(max_new, model.config.block_size - prompt.size(1) + 1)
-            generated = _cut(greedy_loop(lambda seq: model(seq)[:, -1], prompt, new_max), [limits[i] for i in rows])
+            new = greedy_loop(lambda seq: model(seq)[:, -1], prompt, new_max)  # (b, t)
+            generated = _cut(new, [limits[i] for i in rows], keep_eos)
             for i, tokens in zip(rows, generated):
                 results[i] = tokens
         return results
@@ -132,16 +164,18 @@ def beam_loop(
 @torch.no_grad()
 def beam_search(
     model: nn.Module, source: Sequence[int], beam_size: int = 4, max_new: int | None = None,
-    length_penalty: float = 0.0,
+    length_penalty: float = 0.0, *, keep_eos: bool = False,
 ) -> list[int]:
-    """The most probable token list (without EOS) kept by a beam of `beam_size` hypotheses, for one source.
+    """The most probable token list (without EOS, unless `keep_eos`) kept by a beam of `beam_size` hypotheses.
 
-    See `beam_loop` for the search and for `length_penalty` (length normalisation of the final choice).
+    `source` and `max_new` as in `greedy_decode`; `beam_loop` explains the search and `length_penalty`.
     """
     check_positive_int("beam_size", beam_size)
-    max_source_len(model)
+    source = check_digits("source", source, model)
+    check_optional_positive_int("max_new", max_new)
+    check_bool("keep_eos", keep_eos)
     device = next(model.parameters()).device
-    max_new = max_new or len(source) + 1
+    max_new = len(source) + 1 if max_new is None else max_new
     with eval_mode(model):
         if isinstance(model, Transformer):
             src = torch.tensor([encode_digits(source)], device=device)  # (1, T_src)
@@ -157,22 +191,24 @@ def beam_search(
             start = torch.tensor([[BOS] + encode_digits(source) + [EOS]], device=device)
             max_new = min(max_new, model.config.block_size - start.size(1) + 1)
         best, _ = beam_loop(step_fn, start, beam_size, max_new, length_penalty)
-        return _cut(best[None], [max_new])[0]
+        return _cut(best[None], [max_new], keep_eos)[0]
 
 
 def exact_match(model: nn.Module, sources: Sequence[Sequence[int]], batch_size: int = 500) -> float:
-    """Fraction of sources whose greedy output is exactly the reversed source (EOS included).
+    """Fraction of sources whose greedy output is exactly the reversed source followed by EOS.
 
+    An answer without its EOS (the model never stopped) is wrong, as in `shared.lengthgen.teacher_forced_match`.
     An empty `sources` raises ValueError: a fraction of no examples is undefined (not 0, not 1).
     """
     if len(sources) == 0:
         raise ValueError("sources must be a non-empty list of digit lists: exact match over no sources is undefined")
     check_positive_int("batch_size", batch_size)
+    sources = _check_sources(sources, model)  # here, so that an error names the index in all of `sources`
     correct = 0
     for i in range(0, len(sources), batch_size):
         chunk = sources[i : i + batch_size]
-        outputs = greedy_decode(model, chunk)
-        correct += sum(out == encode_digits(s)[::-1] for out, s in zip(outputs, chunk))
+        outputs = greedy_decode(model, chunk, keep_eos=True)  # (digits..., EOS) when the model stopped
+        correct += sum(out == encode_digits(s)[::-1] + [EOS] for out, s in zip(outputs, chunk))
     return correct / len(sources)
 
 
@@ -183,24 +219,12 @@ def reverse(model: nn.Module, digits: Sequence[int]) -> list[int]:
     `model.train_lengths` (recorded by `make_model` and in checkpoints) is answered with a UserWarning:
     the model never saw such a length, and its answer is a guess (notebook 09 measures how good).
     """
-    limit = max_source_len(model)
-    if not isinstance(digits, (list, tuple)):
-        raise TypeError(f"digits must be a list of ints 0-9, got {type(digits).__name__}")
-    if not digits:
-        raise ValueError("digits must be a non-empty list of ints 0-9, got an empty list")
-    for d in digits:
-        if not isinstance(d, int) or isinstance(d, bool):
-            raise TypeError(f"digits must hold ints 0-9, got {d!r} ({type(d).__name__})")
-        if not 0 <= d <= 9:
-            raise ValueError(f"digits must hold ints 0-9, got {d!r}")
-    if len(digits) > limit:
-        raise ValueError(f"digits may hold at most {limit} digits for this model, got {len(digits)} "
-                         f"(the limit of its positions: {_position_limit(model)})")
+    digits = check_digits("digits", digits, model)
     lengths = getattr(model, "train_lengths", None)
     if lengths is not None and not lengths[0] <= len(digits) <= lengths[1]:
         warnings.warn(f"this model was trained on {lengths[0]}-{lengths[1]} digits, not {len(digits)}: "
                       "its answer is untested at this length", UserWarning, stacklevel=2)
-    tokens = greedy_decode(model, [list(digits)])[0]
+    tokens = greedy_decode(model, [digits])[0]
     try:
         return decode_tokens(tokens)
     except ValueError as err:
