@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .kv_cache import KVCache
 from .masks import causal_mask, check_mask, combine_masks
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
-from .validation import check_divisible, check_float_tensor, check_positive_int, describe
+from .validation import check_divisible, check_dropout, check_float_tensor, check_positive_int, check_sequence, describe
 
 
 def scaled_dot_product_attention(
@@ -73,7 +73,7 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: int | None = None, fused_qkv: bool = False, alibi: bool = False,
     ) -> None:
         super().__init__()
-        _check_heads(d_model, n_heads)
+        _check_heads(d_model, n_heads, dropout)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or isinstance(n_kv_heads, bool) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive int that divides n_heads={n_heads}, got {n_kv_heads!r}")
@@ -163,13 +163,16 @@ class MultiHeadAttention(nn.Module):
             if bias is not None:  # the fused kernel takes a float mask: the bias, and finfo.min where masked
                 attn_mask = bias if mask is None else torch.where(mask, bias, torch.finfo(q.dtype).min)
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p), None
+            if mask is not None:  # a row with every key masked: ALiBi's float mask makes its softmax uniform (the
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # mean of v); zero it, as weights do
         return self.w_o(self.merge_heads(out)), weights  # (B, T_q, d_model)
 
 
-def _check_heads(d_model: int, n_heads: int) -> None:
+def _check_heads(d_model: int, n_heads: int, dropout: float) -> None:
     check_positive_int("d_model", d_model)
     check_positive_int("n_heads", n_heads)
     check_divisible(d_model, n_heads)
+    check_dropout("dropout", dropout)
 
 
 def _check_qkv(q, k, v) -> None:
@@ -183,8 +186,7 @@ def _check_qkv(q, k, v) -> None:
 
 def _check_inputs(query, key, value, d_model: int) -> None:
     for name, x in (("query", query), ("key", key), ("value", value)):
-        if check_float_tensor(name, x).dim() != 3 or x.size(-1) != d_model:
-            raise ValueError(f"{name} must have shape (B, T, d_model={d_model}), got {tuple(x.shape)}")
+        check_sequence(name, x, d_model)  # (B, T >= 1, d_model)
     if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):
         raise ValueError(
             f"query, key and value must share the batch size and key/value their length, got shapes "

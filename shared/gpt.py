@@ -124,6 +124,8 @@ class GPT(nn.Module):
         training with randomized_positions a sorted random draw from 0..n_positions-1).
         """
         check_tokens("tokens", tokens)
+        if caches is not None and len(caches) != len(self.blocks):
+            raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), got {len(caches)}")
         offset = len(caches[0]) if caches else 0
         if offset + tokens.size(1) > self.config.block_size:
             raise ValueError(
@@ -131,6 +133,8 @@ class GPT(nn.Module):
                 "crop the context to the last block_size tokens"
             )
         c = self.config
+        if positions is not None and c.position == "none":  # as MultiHeadAttention, refuse ids it cannot use
+            raise ValueError("positions is not used with position='none' (NoPE adds no positions): pass None")
         if positions is None and c.randomized_positions and self.training and not caches:
             positions = randomized_positions(tokens.size(0), tokens.size(1), c.n_positions, tokens.device)
         x = self.tok_emb(tokens)  # (B, T, d_model)

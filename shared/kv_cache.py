@@ -7,6 +7,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from .validation import check_batch_size
+
 
 class KVCache:
     """One attention layer's past keys and values, each (B, H_kv, T_past, d_k); grows by `update` each step."""
@@ -20,6 +22,8 @@ class KVCache:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's (B, H, T_new, d_k) keys and values; return all of them."""
+        if self.k is not None:
+            check_batch_size("the input", k, self.k.size(0), of="the KV cache", hint=": start a new cache for it")
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
         return self.k, self.v

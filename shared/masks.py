@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_int, check_positive_int, describe
+from .validation import check_int, check_positive_int, check_tokens, describe
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
@@ -14,6 +14,7 @@ def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
         raise ValueError(f"tokens must be a 2-D (B, T) tensor of ids, got {describe(tokens)}")
     if tokens.is_floating_point():
         raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+    check_int("pad_id", pad_id, minimum=0)  # a float or None would compare silently (0.5 marks every key real)
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T_k)
 
 
@@ -42,6 +43,7 @@ def combine_masks(*masks: Tensor | None) -> Tensor | None:
 
 def decoder_mask(tgt: Tensor, pad_id: int) -> Tensor:
     """Decoder self-attention mask: causal AND target padding, shape (B, 1, T, T)."""
+    check_tokens("tgt", tgt)  # (B, T >= 1) ids
     return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), tgt.device)
 
 

@@ -12,7 +12,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .validation import check_float_tensor, check_position_ids, check_positive_int, describe
+from .validation import check_float_tensor, check_position_ids, check_positive_int, check_table_positions, describe
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -35,9 +35,10 @@ class ScaledEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, d_model)
+        check_positive_int("d_model", d_model)
+        self.embedding = nn.Embedding(check_positive_int("vocab_size", vocab_size), d_model)
         self.scale = math.sqrt(d_model) if scale else 1.0
-        if scale:  # std 1/sqrt(d_model): after the x sqrt(d_model) scale, entries have std 1, like the positions
+        if scale:  # std 1/sqrt(d_model): after the x sqrt(d_model) scale, std 1 (sinusoidal positions: RMS 1/sqrt(2))
             nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
     def forward(self, tokens: Tensor) -> Tensor:
@@ -57,10 +58,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
-        if positions is not None:
-            return x + self.table[_check_positions(x, positions, self.max_len)].to(x.dtype)
-        _check_length(x, offset, self.max_len)
-        return x + self.table[offset : offset + x.size(1)].to(x.dtype)  # (T, d_model) broadcasts over B
+        check_table_positions(x, offset, positions, self.max_len)
+        table = self.table[offset : offset + x.size(1)] if positions is None else self.table[positions]
+        return (x + table).to(x.dtype)  # table (T, d_model) or (B, T, d_model); the sum rounded once to x's dtype
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -69,15 +69,14 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
         self.max_len = max_len
-        self.embedding = nn.Embedding(max_len, d_model)
+        self.embedding = nn.Embedding(check_positive_int("max_len", max_len), check_positive_int("d_model", d_model))
 
     def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
         """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
-        if positions is not None:
-            return x + self.embedding(_check_positions(x, positions, self.max_len))
-        _check_length(x, offset, self.max_len)
-        positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
-        return x + self.embedding(positions)
+        check_table_positions(x, offset, positions, self.max_len)
+        if positions is None:
+            positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
+        return (x + self.embedding(positions)).to(x.dtype)  # the sum rounded once to x's dtype (fp16 stays fp16)
 
 
 def position_embedding(kind: str, n_positions: int, d_model: int) -> nn.Module | None:
@@ -108,28 +107,6 @@ def randomized_positions(batch: int, length: int, max_position: int, device=None
     return chosen.sort(dim=1).values.to(device)  # (batch, length), increasing
 
 
-def _check_positions(x: Tensor, positions: Tensor, max_len: int) -> Tensor:
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, d_model), got {tuple(x.shape)}")
-    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2) \
-            or positions.size(-1) != x.size(1):
-        raise ValueError(f"positions must be an integer tensor (T={x.size(1)},) or (B, T), got {positions!r}")
-    if positions.numel() and (positions.min() < 0 or positions.max() >= max_len):
-        raise ValueError(f"positions must lie in 0..{max_len - 1} (the positional table, max_len={max_len}), "
-                         f"got {positions.min().item()}..{positions.max().item()}")
-    return positions
-
-
-def _check_length(x: Tensor, offset: int, max_len: int) -> None:
-    if x.dim() != 3:
-        raise ValueError(f"x must have shape (B, T, d_model), got {tuple(x.shape)}")
-    if offset + x.size(1) > max_len:
-        raise ValueError(
-            f"sequence of length {x.size(1)} at offset {offset} is longer than the positional table "
-            f"(max_len={max_len})"
-        )
-
-
 # RoPE, rotary position embedding (Su et al. 2021): rotate q and k by angles proportional to position.
 # Pairs of channels (2i, 2i+1) of a query or key at position m are read as one complex number and multiplied
 # by exp(i * m * theta_i), theta_i = base^(-2i / d_k). A rotation keeps lengths, and the dot product of a
@@ -140,8 +117,8 @@ def rope_frequencies(d_k: int, base: float = 10000.0) -> Tensor:
     """(d_k / 2,) angular frequencies theta_i = base^(-2i / d_k), fastest first."""
     if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 2 or d_k % 2:
         raise ValueError(f"d_k must be a positive even int, got {d_k!r}")
-    if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 1:
-        raise ValueError(f"base must be a number > 1, got {base!r}")
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or not math.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number > 1, got {base!r}")
     return base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
 
 

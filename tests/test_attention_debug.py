@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from shared.attention import MultiHeadAttention
-from shared.debug.attention_trace import STAGES, attention_stages, trace_attention
+from shared.debug.attention_trace import OPTIONAL_STAGES, STAGES, attention_stages, trace_attention
 from shared.masks import padding_mask
 
 
@@ -19,7 +19,7 @@ def test_stages_have_the_documented_shapes_and_values():
     mha = MultiHeadAttention(8, 2).eval()
     x, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)  # cross-attention: T_q=3, T_k=5
     s = attention_stages(mha, x, memory)
-    assert list(s) == [name for name in STAGES if name != "masked_scores"]
+    assert list(s) == [name for name in STAGES if name not in OPTIONAL_STAGES]  # no mask, RoPE, ALiBi or GQA
     assert s["q"].shape == (2, 3, 8) and s["k_heads"].shape == (2, 2, 5, 4) and s["scores"].shape == (2, 2, 3, 5)
     torch.testing.assert_close(s["q_heads"][:, 1], mha.w_q(x)[..., 4:])  # head 1 = features 4..7
     torch.testing.assert_close(s["scaled_scores"], s["scores"] / 2.0)  # sqrt(d_k) = 2
@@ -96,3 +96,31 @@ def test_bad_input_is_refused():
         trace_attention(MultiHeadAttention(4, 2), torch.randn(1, 2, 4), decimals=-1)
     with pytest.raises(ValueError, match="mask"):
         attention_stages(MultiHeadAttention(4, 2), torch.randn(1, 2, 4), mask=torch.ones(3, 3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("options", [{"rope": True}, {"alibi": True}, {"n_kv_heads": 1}, {"n_kv_heads": 2},
+                                     {"fused_qkv": True, "n_kv_heads": 2, "rope": True}])
+def test_trace_follows_rope_alibi_gqa_and_fused_qkv_as_the_module_does(options, capsys):
+    """The course's own module with its options: the trace used to say DIFFERS (RoPE, ALiBi) or fail (GQA)."""
+    mha = MultiHeadAttention(16, 4, **options).eval()
+    x = torch.randn(2, 5, 16)
+    pad = padding_mask(torch.tensor([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]]), 0)
+    for kwargs in ({"causal": True}, {"mask": pad}):
+        stages = trace_attention(mha, x, **kwargs)
+        assert "output matches" in capsys.readouterr().out
+        torch.testing.assert_close(stages["output"], stages["module_output"])
+    assert stages["k_heads"].shape == (2, mha.n_kv_heads, 5, 4) and stages["weights"].shape == (2, 4, 5, 5)
+    assert ("q_rotated" in stages) == ("rope" in options) and ("alibi_bias" in stages) == ("alibi" in options)
+    assert ("k_repeated" in stages) == (mha.n_kv_heads < 4)
+
+
+@pytest.mark.parametrize("options", [{"rope": True}, {"alibi": True}])
+def test_trace_takes_the_positions_the_module_takes(options, capsys):
+    mha = MultiHeadAttention(8, 2, **options).eval()
+    x, positions = torch.randn(2, 3, 8), torch.tensor([[0, 2, 5], [3, 4, 9]])  # (B, T) ids
+    stages = trace_attention(mha, x, causal=True, positions=positions)
+    assert "output matches" in capsys.readouterr().out
+    default = attention_stages(mha, x, causal=True)
+    assert not torch.allclose(stages["output"], default["output"])  # the ids were used
+    with pytest.raises(ValueError, match="positions"):
+        attention_stages(MultiHeadAttention(8, 2), x, positions=positions)  # no RoPE or ALiBi to use them

@@ -54,3 +54,22 @@ def test_fast_path_gives_zero_attention_for_fully_masked_rows():
     bias_only = fused.w_o.bias.expand(T, D)  # attention output 0 -> W^O 0 + b
     torch.testing.assert_close(fast[1], bias_only)
     torch.testing.assert_close(fast[0, 2], fused.w_o.bias)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_alibi_gives_zeros_for_fully_masked_rows_with_and_without_weights(dtype):
+    """A left-padded causal batch: the first queries of row 0 may attend to nothing (issue 17, section 5.4).
+
+    The fused kernel took ALiBi's float mask (finfo.min where masked), whose softmax is uniform on such a row:
+    it returned the mean of v where the step-by-step path returns zeros.
+    """
+    attn = MultiHeadAttention(D, H, alibi=True).eval().to(dtype)
+    x = torch.randn(B, T, D, dtype=dtype)
+    pad = torch.tensor([[False, False, True, True, True], [True] * T])[:, None, None, :]  # (B, 1, 1, T): 2 pads
+    with torch.no_grad():
+        fast, _ = attn(x, mask=pad, causal=True)
+        slow, weights = attn(x, mask=pad, causal=True, need_weights=True)
+    assert (weights[0, :, :2] == 0).all()  # queries 0 and 1 of row 0 see only padding
+    torch.testing.assert_close(fast[0, :2], attn.w_o.bias.expand(2, D), atol=0, rtol=0)  # zero heads -> W^O 0 + b
+    tolerance = {"atol": 1e-6, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 2e-3, "rtol": 2e-3}
+    torch.testing.assert_close(fast, slow, **tolerance)

@@ -35,16 +35,31 @@ def small_config(**options):
 
 
 @pytest.mark.parametrize("eps", [1e-5, 1e-6, None])
-def test_rmsnorm_equals_torch(eps):
+@pytest.mark.parametrize("scale", [3.0, 1e-2])  # at a small RMS, eps inside or outside the root differs by 5 %
+def test_rmsnorm_equals_torch_and_the_formula(eps, scale):
     torch.manual_seed(0)
     ours, ref = RMSNorm(16, eps=eps), nn.RMSNorm(16, eps=eps)
     with torch.no_grad():
         ours.weight.copy_(torch.randn(16))
         ref.weight.copy_(ours.weight)
-    x = torch.randn(3, 5, 16) * 3
-    assert torch.allclose(ours(x), ref(x), atol=1e-6)
-    x16 = x.to(torch.bfloat16)
-    assert torch.allclose(ours.to(torch.bfloat16)(x16).float(), ref.to(torch.bfloat16)(x16).float(), atol=5e-2)
+    x = torch.randn(3, 5, 16) * scale
+    x64, e = x.double(), torch.finfo(torch.float32).eps if eps is None else eps
+    formula = x64 / (x64.pow(2).mean(-1, keepdim=True) + e).sqrt() * ours.weight.double()  # eps inside the root
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours(x).double(), formula, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's own, for mixed dtypes
+def test_rmsnorm_keeps_torchs_output_dtype_and_uses_its_fused_function(monkeypatch):
+    """bf16 input with an fp32 gain (as under autocast) gives bf16, as torch.nn.RMSNorm does (issue 17, 5.9)."""
+    x = torch.randn(2, 3, 8).to(torch.bfloat16)
+    assert RMSNorm(8)(x).dtype == nn.RMSNorm(8)(x).dtype == torch.bfloat16
+    ours, ref = RMSNorm(8).to(torch.bfloat16), nn.RMSNorm(8, eps=1e-5).to(torch.bfloat16)
+    torch.testing.assert_close(ours(x), ref(x), rtol=0, atol=0)  # bf16 throughout: torch's rounding, bit for bit
+    calls = []
+    monkeypatch.setattr(F, "rms_norm", lambda *args, **kwargs: calls.append(args) or args[0])
+    RMSNorm(8)(x)
+    assert len(calls) == 1  # the package calls torch.nn.functional.rms_norm (one fused kernel), not a formula
 
 
 def test_rmsnorm_is_scale_invariant_and_keeps_the_mean():

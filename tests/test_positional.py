@@ -54,3 +54,36 @@ def test_bad_table_sizes():
         sinusoidal_table(10, 7)
     with pytest.raises(ValueError, match="max_len must be a positive int"):
         sinusoidal_table(0, 8)
+
+
+def test_the_sinusoidal_table_stays_out_of_checkpoints():
+    """A fixed table is rebuilt from the formula, so state_dicts (and checkpoints of every model) do not hold it."""
+    from shared.gpt import GPT, GPTConfig
+    from shared.transformer import Transformer, TransformerConfig
+
+    assert SinusoidalPositionalEncoding(16, max_len=20).state_dict() == {}
+    gpt = GPT(GPTConfig(vocab_size=10, block_size=8, n_layers=1, n_heads=2, d_model=8, position="sinusoidal"))
+    transformer = Transformer(TransformerConfig(10, 10, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1))
+    for model in (gpt, transformer):
+        assert not [name for name in model.state_dict() if "table" in name]
+        model.load_state_dict(type(model)(model.config).state_dict())  # strict: a later model loads it
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    "make", [lambda: SinusoidalPositionalEncoding(8, 16), lambda: LearnedPositionalEmbedding(16, 8)],
+    ids=["sinusoidal", "learned"])
+def test_positions_keep_the_input_dtype(make, dtype):
+    """x + positions is computed in fp32 and rounded once to x's dtype; learned positions used to return fp32."""
+    torch.manual_seed(0)
+    module, x = make(), torch.randn(2, 3, 8).to(dtype)
+    assert module(x).dtype == dtype and module(x, positions=torch.tensor([4, 1, 0])).dtype == dtype
+    torch.testing.assert_close(module(x), (x.float() + module(torch.zeros(2, 3, 8))).to(dtype))
+
+
+def test_scaled_embedding_entries_have_std_1_and_the_sinusoidal_table_rms_1_over_sqrt_2():
+    """The numbers behind the comment in ScaledEmbedding: tokens std 1, positions RMS 1/sqrt(2) (sin^2 + cos^2 = 1)."""
+    torch.manual_seed(0)
+    tokens = ScaledEmbedding(1000, 64)(torch.arange(1000)[None])
+    assert abs(tokens.std().item() - 1.0) < 0.02
+    assert abs(sinusoidal_table(512, 64).pow(2).mean().sqrt().item() - 2**-0.5) < 1e-6

@@ -3,9 +3,20 @@
 import math
 
 import pytest
+import torch
 
 from shared.gpt import GPTConfig
-from shared.validation import check_divisible, check_dropout, check_finite, check_int, check_positive_int
+from shared.validation import (
+    check_batch_size,
+    check_divisible,
+    check_dropout,
+    check_finite,
+    check_int,
+    check_positive_int,
+    check_sequence,
+    check_table_positions,
+    check_tokens,
+)
 
 
 def test_positive_int_accepts_ints_and_rejects_bools_floats_and_small_values():
@@ -37,3 +48,26 @@ def test_configs_use_the_checks_with_their_own_name():
         GPTConfig(vocab_size=10, n_layers=0)
     with pytest.raises(ValueError, match=r"GPTConfig.dropout must be in \[0, 1\), got 1.5"):
         GPTConfig(vocab_size=10, dropout=1.5)
+
+
+def test_sequence_token_batch_and_table_checks():
+    """The checks behind the model's clear errors for empty sequences, batch mismatches and table ids."""
+    x = torch.zeros(2, 3, 8)
+    assert check_sequence("query", x, 8) is x and check_tokens("tokens", torch.ones(2, 1, dtype=torch.long)) is not None
+    for bad, error in ((torch.zeros(2, 0, 8), ValueError), (torch.zeros(2, 3, 4), ValueError),
+                       (torch.zeros(3, 8), ValueError), (torch.zeros(2, 3, 8, dtype=torch.long), TypeError)):
+        with pytest.raises(error, match="query must"):
+            check_sequence("query", bad, 8)
+    for bad in (torch.ones(2, 0, dtype=torch.long), torch.ones(2, 3), torch.ones(3, dtype=torch.long), [[1]]):
+        with pytest.raises(ValueError, match=r"tokens must be a \(B, T\) integer tensor of token ids with T >= 1"):
+            check_tokens("tokens", bad)
+    with pytest.raises(ValueError, match=r"^positions has batch size 2, but x has batch size 1$"):
+        check_batch_size("positions", torch.zeros(2, 3), 1, of="x")
+    check_table_positions(x, 5, None, max_len=8)  # ids 5..7: the last rows of the table
+    check_table_positions(x, 0, torch.tensor([[0, 1, 7], [2, 2, 2]]), max_len=8)
+    for offset, positions, message in ((-1, None, "offset must be an int >= 0"), (6, None, "offset 6 is longer"),
+                                       (0, torch.tensor([0, 1, 8]), r"positions must lie in 0..7"),
+                                       (0, torch.tensor([0.0, 1.0, 2.0]), "positions must be an integer tensor"),
+                                       (0, torch.zeros(1, 3, dtype=torch.long), "positions has batch size 1")):
+        with pytest.raises(ValueError, match=message):
+            check_table_positions(x, offset, positions, max_len=8)

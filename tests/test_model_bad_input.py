@@ -1,0 +1,147 @@
+"""Bad input to the model files gets a clear error that names the argument (issue 17, sections 5.7 and 8).
+
+Each case here used to fail deep inside torch ("cannot reshape tensor of 0 elements", a kernel message, an
+IndexError), or worse, to give a silent wrong answer.
+"""
+
+import pytest
+import torch
+
+from shared.attention import MultiHeadAttention
+from shared.explicit_attention import ExplicitMultiHeadAttention
+from shared.gpt import GPT, GPTConfig
+from shared.kv_cache import KVCache
+from shared.masks import causal_mask, decoder_mask, padding_mask
+from shared.norms import RMSNorm
+from shared.positions import (
+    LearnedPositionalEmbedding,
+    ScaledEmbedding,
+    SinusoidalPositionalEncoding,
+    rope_frequencies,
+)
+from shared.transformer import Transformer, TransformerConfig
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(0)
+
+
+def tiny_gpt(**options):
+    return GPT(GPTConfig(vocab_size=10, block_size=8, n_layers=2, n_heads=2, d_model=8, **options)).eval()
+
+
+def ids(B, T):
+    return torch.randint(1, 10, (B, T))
+
+
+# ---------------------------------------------------------------- section 5, item 7
+
+
+@pytest.mark.parametrize("options", [{}, {"causal": True}, {"need_weights": True}])
+def test_attention_rejects_an_empty_sequence(options):
+    with pytest.raises(ValueError, match=r"query must have shape \(B, T >= 1"):
+        MultiHeadAttention(8, 2)(torch.randn(2, 0, 8), **options)
+    with pytest.raises(ValueError, match=r"key must have shape \(B, T >= 1"):
+        MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(2, 0, 8))
+    with pytest.raises(ValueError, match=r"query must have shape \(B, T >= 1"):
+        ExplicitMultiHeadAttention(8, 2)(torch.randn(2, 0, 8))
+
+
+def test_gpt_and_transformer_reject_an_empty_sequence():
+    with pytest.raises(ValueError, match=r"tokens must be a \(B, T\) integer tensor .*T >= 1"):
+        tiny_gpt()(ids(2, 0))
+    model = Transformer(TransformerConfig(10, 10, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+                                          d_ff=8)).eval()
+    with pytest.raises(ValueError, match=r"src must be a \(B, T\) integer tensor .*T >= 1"):
+        model(ids(2, 0), ids(2, 3))
+    with pytest.raises(ValueError, match=r"tgt must be a \(B, T\) integer tensor .*T >= 1"):
+        model(ids(2, 3), ids(2, 0))
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 1.5, float("nan"), True])
+def test_attention_rejects_a_dropout_that_is_not_a_probability(dropout):
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        MultiHeadAttention(8, 2, dropout=dropout)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):
+        ExplicitMultiHeadAttention(8, 2, dropout=dropout)
+
+
+def test_a_kv_cache_refuses_another_batch_size():
+    attn, cache = MultiHeadAttention(8, 2), KVCache()
+    attn(torch.randn(2, 3, 8), cache=cache)
+    with pytest.raises(ValueError, match=r"input has batch size 1, but the KV cache has batch size 2"):
+        attn(torch.randn(1, 1, 8), cache=cache)
+    model = tiny_gpt()
+    caches = model.new_caches()
+    model(ids(2, 3), caches=caches)
+    with pytest.raises(ValueError, match=r"input has batch size 3, but the KV cache has batch size 2"):
+        model(ids(3, 1), caches=caches)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_gpt_wants_one_cache_per_block(n):
+    model = tiny_gpt()  # 2 blocks
+    with pytest.raises(ValueError, match=rf"caches must hold one KVCache per block \(2\), got {n}"):
+        model(ids(2, 1), caches=[KVCache() for _ in range(n)])
+
+
+@pytest.mark.parametrize("base", [float("nan"), float("inf"), -float("inf")])
+def test_rope_base_must_be_finite(base):
+    with pytest.raises(ValueError, match="base must be a finite number > 1"):
+        rope_frequencies(8, base)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_rmsnorm_rejects_integer_input(dtype):
+    with pytest.raises(TypeError, match="x must be a floating-point tensor"):
+        RMSNorm(4)(torch.ones(2, 4, dtype=dtype))
+
+
+def test_gpt_without_positions_refuses_position_ids():
+    """MultiHeadAttention raises for positions it cannot use; GPT(position="none") used to drop them silently."""
+    with pytest.raises(ValueError, match=r"positions.*position='none'"):
+        tiny_gpt(position="none")(ids(1, 3), positions=torch.arange(3))
+
+
+# ---------------------------------------------------------------- section 8, bugs 2, 5 and 6
+
+
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(16, 8)])
+def test_positional_modules_reject_a_negative_offset(module):
+    """offset -1 gave an empty slice (sinusoidal) or an IndexError; -3 with T=3 wrapped round silently."""
+    for offset in (-1, -3, True, 1.0):
+        with pytest.raises(ValueError, match="offset must be an int >= 0"):
+            module(torch.zeros(1, 3, 8), offset=offset)
+
+
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(16, 8)])
+def test_positional_modules_reject_positions_of_another_batch_size(module):
+    """(B, T) positions of batch 2 against x of batch 1 used to broadcast into a batch of 2."""
+    with pytest.raises(ValueError, match=r"positions has batch size 2, but x has batch size 1"):
+        module(torch.zeros(1, 3, 8), positions=torch.zeros(2, 3, dtype=torch.long))
+    assert module(torch.zeros(2, 3, 8), positions=torch.zeros(2, 3, dtype=torch.long)).shape == (2, 3, 8)
+
+
+def test_positional_tables_need_positive_sizes():
+    with pytest.raises(ValueError, match="max_len must be a positive int"):
+        LearnedPositionalEmbedding(0, 8)
+    with pytest.raises(ValueError, match="d_model must be a positive int"):
+        LearnedPositionalEmbedding(8, 0)
+    with pytest.raises(ValueError, match="d_model must be a positive int"):
+        ScaledEmbedding(10, 0)  # was ZeroDivisionError
+    with pytest.raises(ValueError, match="vocab_size must be a positive int"):
+        ScaledEmbedding(0, 8)
+
+
+def test_mask_builders_reject_bad_arguments():
+    tokens = torch.tensor([[1, 2, 0]])
+    with pytest.raises(ValueError, match="size must be a positive int, got True"):
+        causal_mask(True)
+    for pad_id in (0.5, None, True, "0"):  # 0.5 marked every key as real, None raised a raw TypeError
+        with pytest.raises(ValueError, match="pad_id must be an int"):
+            padding_mask(tokens, pad_id)
+    with pytest.raises(ValueError, match=r"tgt must be a \(B, T\) integer tensor .*T >= 1"):
+        decoder_mask(torch.zeros(2, 0, dtype=torch.long), 0)
+    with pytest.raises(ValueError, match=r"tgt must be a \(B, T\) integer tensor"):
+        decoder_mask(torch.ones(2, 3), 0)
