@@ -7,13 +7,16 @@
     python benchmarks/char_gpt.py --set norm=rmsnorm         # the default shape with one option changed
 
 The learning-rate schedule (linear warm-up, then cosine) follows the clock, so the decay ends exactly
-when the time budget runs out. val_loss is measured over the WHOLE validation split.
+when the time budget runs out. val_loss is measured over the WHOLE validation split. ms_per_step is the
+mean over the run; ms_per_step_median is the median of the times between the starts of successive steps
+(like nanoGPT's per-iteration dt), which a few slow steps (start-up, logging, a busy machine) do not move.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from dataclasses import asdict
@@ -59,6 +62,22 @@ def parse_value(text: str):
     return text
 
 
+class StepClock:
+    """batch_fn(step) that notes when each step starts; the gaps between starts are whole-step times."""
+
+    def __init__(self, batch_fn) -> None:
+        self.batch_fn, self.starts = batch_fn, []
+
+    def __call__(self, step: int):
+        self.starts.append(time.perf_counter())
+        return self.batch_fn(step)
+
+    def median_ms(self) -> float:
+        """Median milliseconds from one step's start to the next's (the last step has no next: left out)."""
+        gaps = [b - a for a, b in zip(self.starts, self.starts[1:])]
+        return 1000 * statistics.median(gaps) if gaps else float("nan")
+
+
 def main(ranks: Ranks | None = None) -> None:
     """Under torchrun each rank trains on its shard of every global batch; rank 0 evaluates and prints."""
     ranks = ranks or Ranks()
@@ -101,6 +120,7 @@ def main(ranks: Ranks | None = None) -> None:
     optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
     batch_fn = block_batches(train_tokens, config.block_size, shape["batch_size"], seed=args.seed, device=ranks.device)
     batch_fn = shard_batches(batch_fn, ranks)  # batch_size is the global batch: each rank keeps its slice
+    clock = StepClock(batch_fn)  # the same batches, noting when each step starts
     amp = Precision(args.precision, ranks.device)
 
     def loss_fn(model, batch):
@@ -108,7 +128,7 @@ def main(ranks: Ranks | None = None) -> None:
         return lm_loss(model(x), y)
 
     started = time.perf_counter()
-    history = train(wrap(model, ranks), optimizer, batch_fn, loss_fn, max_steps=10**9, max_seconds=args.seconds,
+    history = train(wrap(model, ranks), optimizer, clock, loss_fn, max_steps=10**9, max_seconds=args.seconds,
                     schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=50, progress=False,
                     precision=amp)
     wall = time.perf_counter() - started
@@ -137,6 +157,7 @@ def main(ranks: Ranks | None = None) -> None:
         "tokens_seen": history.tokens[-1],
         "tokens_per_s": round(history.tokens[-1] / train_seconds, 1),
         "ms_per_step": round(1000 * train_seconds / history.step[-1], 2),
+        "ms_per_step_median": round(clock.median_ms(), 2),
         "train_loss_last": round(history.loss[-1], 4),
         "val_loss": round(val_loss, 4),
         "val_tokens": len(val_tokens) - 1,

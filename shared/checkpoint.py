@@ -1,8 +1,9 @@
 """Checkpoints: weights + config (+ optimizer, history, RNG, extras) in one file, written atomically.
 
 Loading uses `torch.load(weights_only=True)`, so a checkpoint can hold tensors and plain Python values
-only — never pickled code. A file that cannot be loaded raises FileNotFoundError (no file),
-CorruptCheckpointError (truncated or damaged) or RefusedCheckpointError (it asks to run code).
+only — never pickled code; saving checks that first and names any entry that loading would refuse.
+A file that cannot be loaded raises FileNotFoundError (no file), CorruptCheckpointError (truncated or
+damaged) or RefusedCheckpointError (it asks to run code).
 """
 
 from __future__ import annotations
@@ -11,15 +12,19 @@ import copy
 import os
 import pickle
 import random
+import warnings
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .files import atomic_write
 from .history import History
+from .validation import check_weights_only
 
 FORMAT = 1
 
@@ -45,24 +50,41 @@ def save_checkpoint(
 
     Besides weights and config it stores the random state (torch CPU, every CUDA device, Python's
     `random`), so a resumed run draws the same dropout masks and samples as the uninterrupted one.
+    A DDP or torch.compile wrapper is saved as the model inside it. Anything that
+    torch.load(weights_only=True) would refuse raises TypeError naming the entry, and nothing is written.
     """
     if not is_dataclass(config):
         raise TypeError(f"config must be a dataclass instance, got {type(config).__name__}")
+    if extra is not None and not isinstance(extra, dict):
+        raise TypeError(f"extra must be a dict of plain values, got {type(extra).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         "format": FORMAT,
         "config_class": type(config).__name__,
         "config": asdict(config),
-        "model": model.state_dict(),
+        "model": unwrap(model).state_dict(),  # keys without 'module.' (DDP) or '_orig_mod.' (torch.compile)
         "optimizer": None if optimizer is None else optimizer.state_dict(),
         "history": None if history is None else asdict(history),
         "rng": rng_state(),
         "extra": extra or {},
     }
+    for key, value in state.items():
+        check_weights_only(key, value)  # e.g. "extra['path'] is a pathlib.PosixPath, which ..."
     with atomic_write(path) as tmp:  # readers see the old file or the new one, never half of one
         torch.save(state, tmp)
     return path
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DDP and torch.compile wrappers (no 'module.' or '_orig_mod.' in its state_dict keys)."""
+    while True:
+        if isinstance(model, DDP):
+            model = model.module
+        elif isinstance(getattr(model, "_orig_mod", None), nn.Module):  # what torch.compile(model) returns
+            model = model._orig_mod
+        else:
+            return model
 
 
 def rng_state() -> dict:
@@ -126,22 +148,42 @@ def config_from_checkpoint(state: dict, config_cls: type) -> Any:
 
 
 def restore_model(state: dict, model: nn.Module, config: Any) -> nn.Module:
-    """Load the checkpoint's weights into `model`; a model of another config raises ValueError."""
+    """Load the checkpoint's weights into `model` (or the model inside its DDP/compile wrapper).
+
+    A model of another config raises ValueError.
+    """
     saved, given = asdict(config_from_checkpoint(state, type(config))), asdict(config)
     if saved != given:
         diff = {k: (v, given[k]) for k, v in saved.items() if given[k] != v}
         raise ValueError(f"checkpoint was saved with another config; (saved, given) differ at {diff}")
-    model.load_state_dict(state["model"])
+    unwrap(model).load_state_dict(state["model"])
     return model
 
 
 def restore_training(state: dict, optimizer: torch.optim.Optimizer) -> History:
     """Restore optimizer and RNG state and return a copy of the history, to resume training where it stopped.
 
+    Call it on every rank: each gets back its own random state, which train() recorded for all ranks. Resumed
+    with another number of ranks, every rank gets rank 0's (with a warning): the run goes on, but not exactly
+    as the uninterrupted one would have. Pass the history to train(): it restores fp16's loss scale from it.
     The history is a copy: the resumed run appends to it without changing `state` (which can be resumed again).
     """
     if state["optimizer"] is None or state["history"] is None:
         raise ValueError("checkpoint has no optimizer/history state: it was not saved during training")
     optimizer.load_state_dict(state["optimizer"])
-    set_rng_state(state["rng"])
-    return History(**copy.deepcopy(state["history"]))
+    history = History(**copy.deepcopy(state["history"]))  # older checkpoints: the newer fields take defaults
+    set_rng_state(_rng_of_this_rank(state, history.rng_per_rank))
+    return history
+
+
+def _rng_of_this_rank(state: dict, per_rank: list | None) -> dict:
+    """This rank's saved random state; rank 0's (the one save_checkpoint stored) when none fits this group."""
+    in_group = dist.is_available() and dist.is_initialized()
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if in_group else (0, 1)
+    if per_rank and len(per_rank) == world_size:
+        return per_rank[rank]
+    if per_rank:
+        warnings.warn(f"the checkpoint holds the random states of {len(per_rank)} ranks, but this run has "
+                      f"{world_size}: every rank continues from rank 0's, so dropout and sampling will not "
+                      f"repeat the uninterrupted run", stacklevel=3)
+    return state["rng"]

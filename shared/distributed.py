@@ -22,8 +22,9 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from .checkpoint import unwrap as unwrap  # re-exported: the plain model inside a DDP (or compile) wrapper
 from .runtime import get_device
-from .validation import check_positive_int
+from .validation import check_optional_positive_number, check_positive_int
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -99,15 +100,10 @@ def wrap(model: nn.Module, ranks: Ranks | None = None) -> nn.Module:
     return DDP(model, device_ids=device_ids)
 
 
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain model inside a DDP wrapper (its state_dict has no 'module.' prefix): save this one."""
-    return model.module if isinstance(model, DDP) else model
-
-
 def shard(batch: Any, index: int, count: int) -> Any:
     """The index-th of `count` equal, disjoint slices along dim 0 of every tensor in a (nested) batch.
 
-    batch (B, ...) -> (B // count, ...); tuples, lists and dicts of tensors are sliced alike.
+    batch (B, ...) -> (B // count, ...); tuples (named ones too), lists and dicts of tensors are sliced alike.
     """
     if not isinstance(count, int) or count < 1 or not isinstance(index, int) or not 0 <= index < count:
         raise ValueError(f"need 0 <= index < count, got index={index!r}, count={count!r}")
@@ -117,7 +113,8 @@ def shard(batch: Any, index: int, count: int) -> Any:
         size = batch.size(0) // count
         return batch[index * size : (index + 1) * size]  # (B // count, ...)
     if isinstance(batch, (tuple, list)):
-        return type(batch)(shard(b, index, count) for b in batch)
+        parts = [shard(b, index, count) for b in batch]
+        return type(batch)(*parts) if hasattr(batch, "_fields") else type(batch)(parts)  # a NamedTuple takes fields
     if isinstance(batch, dict):
         return {k: shard(v, index, count) for k, v in batch.items()}
     raise TypeError(f"batch must be a tensor or a tuple/list/dict of tensors, got {type(batch).__name__}")
@@ -136,6 +133,15 @@ def all_reduce_sum(*values: float) -> list[float]:
     tensor = torch.tensor([float(v) for v in values], dtype=torch.float64, device=current_ranks().device)  # (n,)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.tolist()
+
+
+def all_gather_object(value: Any) -> list:
+    """[rank 0's value, rank 1's value, ...] of any picklable value; [value] without a process group."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
 
 
 def all_reduce_max(value: float) -> float:
@@ -183,18 +189,25 @@ class Precision:
     def step(self, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> Tensor:
         """Clip the (unscaled) gradients to `grad_clip` and step; returns the 0-d gradient norm before clipping.
 
-        With fp16 the scaler skips a step whose gradients hold inf/NaN and lowers its scale.
+        grad_clip None measures the norm without clipping. With fp16 the scaler skips a step whose gradients
+        hold inf/NaN and lowers its scale.
         """
+        check_grad_clip(grad_clip)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if self.scaler is not None:
-            self.scaler.unscale_(optimizer)
-        norm = nn.utils.clip_grad_norm_(params, grad_clip or math.inf)  # inf: measure, do not clip
+            self.scaler.unscale_(optimizer)  # first: clip_grad_norm_ must see the real gradients
+        norm = nn.utils.clip_grad_norm_(params, math.inf if grad_clip is None else grad_clip)
         if self.scaler is None:
             optimizer.step()
         else:
             self.scaler.step(optimizer)
             self.scaler.update()
         return norm
+
+
+def check_grad_clip(grad_clip: float | None) -> float | None:
+    """grad_clip must be None (no clipping) or a finite number > 0: a negative one would reverse the update."""
+    return check_optional_positive_number("grad_clip", grad_clip, " (None: measure the gradient norm, do not clip)")
 
 
 def backward_micro_batches(
@@ -205,7 +218,8 @@ def backward_micro_batches(
     Each micro-loss is divided by micro_batches, so the gradient equals one pass over the whole batch
     (when the slices hold equal token counts). Under DDP, every micro-step but the last runs inside
     model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
-    Returns (sum over micro-batches of loss * tokens, detached; total tokens).
+    Returns (sum over micro-batches of loss * tokens, detached; total tokens). A micro-batch without tokens
+    (every target ignored: its mean loss is NaN) adds 0, not NaN.
     """
     check_positive_int("micro_batches", micro_batches)
     loss_sum, tokens = None, 0
@@ -216,6 +230,7 @@ def backward_micro_batches(
             with precision.autocast():
                 loss, n = loss_fn(model, part)
             precision.backward(loss / micro_batches)
-        weighted = loss.detach().float() * n
+        has_tokens = torch.as_tensor(n, device=loss.device) > 0  # no sync: n may be a tensor on the GPU
+        weighted = torch.where(has_tokens, loss.detach().float() * n, 0.0)
         loss_sum, tokens = (weighted if loss_sum is None else loss_sum + weighted), tokens + n
     return loss_sum, tokens

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class History:
-    """What a run did: training loss (token-weighted mean per log interval), lr, validation loss."""
+    """What a run did: training loss (token-weighted mean per log interval), lr, validation loss; and where it
+    stopped (next_step, loss scale, random states), so that it can be resumed."""
 
     step: list[int] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
@@ -22,3 +23,6 @@ class History:
     val_loss: list[float] = field(default_factory=list)
     grad_norm: list[float] = field(default_factory=list)  # mean gradient norm before clipping, per log interval
     next_step: int = 0
+    # what a resumed run needs at next_step besides weights and optimizer (recorded by train(), in checkpoints):
+    grad_scaler: dict | None = None  # fp16's GradScaler state (its loss scale); None for fp32 and bf16
+    rng_per_rank: list | None = field(default=None, repr=False)  # each rank's random state, in a process group

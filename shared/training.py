@@ -17,7 +17,16 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 from tqdm.notebook import tqdm_notebook
 
-from .distributed import Precision, all_reduce_max, all_reduce_sum, backward_micro_batches, current_ranks
+from .checkpoint import rng_state
+from .distributed import (
+    Precision,
+    all_gather_object,
+    all_reduce_max,
+    all_reduce_sum,
+    backward_micro_batches,
+    check_grad_clip,
+    current_ranks,
+)
 from .history import History
 from .validation import check_int, check_positive_int
 
@@ -103,12 +112,16 @@ def train(
     `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over: an int or a 0-d tensor).
     Values are read back from the device only when logging. With `max_seconds`
     the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
-    `micro_batches` splits each batch for gradient accumulation; `precision` ('fp32', 'bf16', 'fp16', 'auto')
-    runs the forward pass under autocast. Inside a torchrun process group (see shared.distributed) pass a
-    DDP model and this rank's shard of each batch: the logged loss covers all ranks, rank 0 alone shows
+    `grad_clip` caps the gradient norm (None: measure it only). `micro_batches` splits each batch for
+    gradient accumulation; `precision` ('fp32', 'bf16', 'fp16', 'auto') runs the forward pass under autocast.
+    Inside a torchrun process group (see shared.distributed) pass a DDP model, this rank's shard of each
+    batch and the same other arguments on every rank: the logged loss covers all ranks, rank 0 alone shows
     the bar and calls checkpoint_fn, and a time budget stops every rank at the same step.
+    Before each checkpoint and at the end, `history` records fp16's loss scale and every rank's random state,
+    so that a run resumed from a checkpoint (shared.checkpoint.restore_training) continues exactly.
     """
     check_positive_int("max_steps", max_steps)
+    check_grad_clip(grad_clip)
     if log_every < 1 or (checkpoint_every and checkpoint_every % log_every):
         raise ValueError(f"log_every must be >= 1 and divide checkpoint_every, got {log_every}, {checkpoint_every}")
     history = History() if history is None else history
@@ -119,6 +132,8 @@ def train(
     loss_sum = loss_tokens = norm_sum = 0  # summed on the device; read back only when logging (one sync)
     ranks = current_ranks()  # rank 0 of 1 outside a process group
     amp = precision if isinstance(precision, Precision) else Precision(precision, next(model.parameters()).device)
+    if amp.scaler is not None and history.grad_scaler:  # resuming fp16: continue at the saved loss scale
+        amp.scaler.load_state_dict(history.grad_scaler)
     bar = _open_bar(max_steps, history.next_step, desc, progress and ranks.is_main)
     step = logged_at = history.next_step
     while step < max_steps and (max_seconds is None or seconds < max_seconds):
@@ -142,7 +157,7 @@ def train(
             loss_sum, loss_tokens = all_reduce_sum(loss_sum, loss_tokens)  # over all ranks (DDP)
             tokens += int(loss_tokens)
             history.step.append(step)
-            history.loss.append(float(loss_sum) / max(int(loss_tokens), 1))
+            history.loss.append(float(loss_sum) / int(loss_tokens) if int(loss_tokens) else math.nan)  # no tokens
             history.lr.append(optimizer.param_groups[0]["lr"])
             history.tokens.append(tokens)
             history.seconds.append(seconds)
@@ -154,11 +169,21 @@ def train(
             history.val_loss.append(evaluate(model, eval_fn))
             bar.set_postfix(_postfix(history))
         history.next_step = step
-        if checkpoint_fn is not None and checkpoint_every and step % checkpoint_every == 0 and ranks.is_main:
-            checkpoint_fn(history)
+        if checkpoint_every and step % checkpoint_every == 0:
+            _record_resume_state(history, amp, ranks.world_size)  # on every rank: it gathers their RNG states
+            if checkpoint_fn is not None and ranks.is_main:
+                checkpoint_fn(history)
         bar.update(1)
     _close_bar(bar, step)
+    _record_resume_state(history, amp, ranks.world_size)  # for a checkpoint saved after train() returns
     return history
+
+
+def _record_resume_state(history: History, amp: Precision, world_size: int) -> None:
+    """Store in `history` what resuming needs beyond weights and optimizer: the fp16 GradScaler's state and,
+    in a process group, each rank's random state (a collective: every rank calls this at the same steps)."""
+    history.grad_scaler = None if amp.scaler is None else amp.scaler.state_dict()
+    history.rng_per_rank = all_gather_object(rng_state()) if world_size > 1 else None
 
 
 def _postfix(history: History) -> dict[str, str]:

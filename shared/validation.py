@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
 
 
 def describe(x) -> str:
@@ -33,10 +35,47 @@ def check_optional_positive_int(name: str, value) -> int | None:
 
 
 def check_tokens(name: str, tokens) -> Tensor:
-    """Return `tokens` if it is a (B, T) integer tensor of token ids; else raise ValueError naming `name`."""
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex():
-        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids, got {describe(tokens)}")
+    """Return `tokens` if it is a (B, T) integer tensor of ids with T >= 1; else raise ValueError naming `name`."""
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
+            or tokens.size(1) < 1:
+        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids with T >= 1, got {describe(tokens)}")
     return tokens
+
+
+def check_sequence(name: str, x, d_model: int) -> Tensor:
+    """Return `x` if it is a floating-point (B, T, d_model) tensor with T >= 1; else raise naming `name`."""
+    if check_float_tensor(name, x).dim() != 3 or x.size(1) < 1 or x.size(-1) != d_model:
+        raise ValueError(f"{name} must have shape (B, T >= 1, d_model={d_model}), got {tuple(x.shape)}")
+    return x
+
+
+def check_batch_size(name: str, x: Tensor, batch: int, of: str = "the input", hint: str = "") -> Tensor:
+    """Return `x` if its first dim is `batch`, the batch size `of` something else; else raise naming `name`."""
+    if x.size(0) != batch:
+        raise ValueError(f"{name} has batch size {x.size(0)}, but {of} has batch size {batch}{hint}")
+    return x
+
+
+def check_table_positions(x, offset, positions, max_len: int) -> None:
+    """Check the input of a positional table of `max_len` rows: x (B, T, d_model), and either `positions`,
+    (T,) or (B, T) integer ids in 0..max_len-1, or (positions None) an int offset >= 0 with offset + T <= max_len.
+    """
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        raise ValueError(f"x must have shape (B, T, d_model), got {describe(x)}")
+    T = x.size(1)
+    if positions is None:
+        if check_int("offset", offset, minimum=0) + T > max_len:
+            raise ValueError(f"sequence of length {T} at offset {offset} is longer than the positional table "
+                             f"(max_len={max_len})")
+        return
+    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2) \
+            or positions.size(-1) != T:
+        raise ValueError(f"positions must be an integer tensor (T={T},) or (B, T), got {describe(positions)}")
+    if positions.dim() == 2:
+        check_batch_size("positions", positions, x.size(0), of="x")
+    if positions.numel() and (positions.min() < 0 or positions.max() >= max_len):
+        raise ValueError(f"positions must lie in 0..{max_len - 1} (the positional table, max_len={max_len}), "
+                         f"got {positions.min().item()}..{positions.max().item()}")
 
 
 def check_bool(name: str, value) -> bool:
@@ -96,3 +135,40 @@ def check_finite(name: str, value, minimum: float = -math.inf, meaning: str = ""
         at_least = "" if minimum == -math.inf else f" >= {minimum}"
         raise ValueError(f"{name} must be a finite number{at_least}{meaning}, got {value!r}")
     return value
+
+
+def check_optional_positive_number(name: str, value, meaning: str = "") -> float | None:
+    """Return `value` if it is None or a finite number > 0 (not a bool); else raise ValueError naming `name`."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                              or not math.isfinite(value) or value <= 0):
+        raise ValueError(f"{name} must be None or a finite number > 0{meaning}, got {value!r}")
+    return value
+
+
+# what torch.load(weights_only=True) rebuilds; a subclass (NamedTuple, IntEnum, numpy.float64) is pickled by class
+_PLAIN_VALUES = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.dtype, torch.device,
+                 Tensor, nn.Parameter)
+_PLAIN_SEQUENCES = (list, tuple, set, torch.Size)
+
+
+def check_weights_only(name: str, value) -> None:
+    """Raise TypeError naming the entry of `value` (e.g. "extra['p']") that torch.load(weights_only=True) refuses.
+
+    Accepted: tensors, None, bool, int, float, complex, str, bytes, torch.dtype/device/Size, and dicts, lists,
+    tuples and sets of these.
+    """
+    kind = type(value)
+    if kind in _PLAIN_VALUES:
+        return
+    if kind in _PLAIN_SEQUENCES:
+        for i, item in enumerate(value):
+            check_weights_only(f"{name}[{i}]" if kind is not set else f"an element of {name}", item)
+        return
+    if kind in (dict, OrderedDict):
+        for key, item in value.items():
+            check_weights_only(f"a key of {name}", key)
+            check_weights_only(f"{name}[{key!r}]", item)
+        return
+    raise TypeError(f"{name} is a {kind.__module__}.{kind.__qualname__}, which torch.load(weights_only=True) "
+                    f"refuses: a checkpoint holds only tensors and plain Python values (None, bool, int, float, str, "
+                    f"bytes, and lists, tuples, sets and dicts of them). Convert it first, e.g. str(path) or float(x)")

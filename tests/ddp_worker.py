@@ -1,14 +1,15 @@
-"""Run by tests/test_distributed.py under torchrun (2 CPU processes, gloo): train a tiny GPT three ways.
+"""Run by tests/test_distributed.py under torchrun (2 CPU processes, gloo): train a tiny GPT five ways.
 
     python -m torch.distributed.run --standalone --nproc_per_node=2 tests/ddp_worker.py OUT_DIR
 
-Each rank writes OUT_DIR/<run>_rank<r>.pt (weights, history, all-reduce count, checkpoint calls) for
-the test to compare with single-process runs of `tiny_run` in the test process.
+Each rank writes OUT_DIR/results_rank<r>.pt (per run: weights, history, all-reduce count, checkpoint calls)
+for the test to compare with single-process runs of `tiny_run` in the test process.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -22,13 +23,14 @@ from shared.shakespeare import block_batches  # noqa: E402
 from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
 
 CONFIG = GPTConfig(vocab_size=13, block_size=16, n_layers=2, n_heads=2, d_model=32)
-GLOBAL_BATCH, STEPS, LR = 8, 6, 3e-3
+DROPOUT_CONFIG = replace(CONFIG, dropout=0.1)
+GLOBAL_BATCH, STEPS, LR, RANK_SEED = 8, 6, 3e-3, 100
 
 
-def tiny_model(seed: int = 0) -> GPT:
+def tiny_model(seed: int = 0, config: GPTConfig = CONFIG) -> GPT:
     """The same tiny GPT in every process (same seed, same initial weights)."""
     torch.manual_seed(seed)
-    return GPT(CONFIG)
+    return GPT(config)
 
 
 def global_batches():
@@ -71,6 +73,42 @@ class Interrupted(Exception):
     """Stands for a crash in the middle of a run."""
 
 
+def crash_and_resume(path: Path, config: GPTConfig = CONFIG, rank_seed: int | None = None) -> dict:
+    """Crash at step 4 after a checkpoint at step 3 (rank 0 alone writes it), then resume from it in new objects.
+
+    rank_seed: seed rank r's RNG with rank_seed + r before training, so that ranks draw different dropout masks.
+    """
+    saves = [0]
+    model = wrap(tiny_model(config=config))
+    if rank_seed is not None:
+        torch.manual_seed(rank_seed + current_ranks().rank)
+
+    def checkpoint_fn(history):
+        saves[0] += 1
+        save_checkpoint(path, unwrap(model), config, optimizer=optimizer, history=history)
+
+    batches = shard_batches(global_batches())
+
+    def crashing(step):
+        if step == 4:
+            raise Interrupted
+        return batches(step)
+
+    optimizer = make_adamw(unwrap(model), lr=LR)
+    try:
+        tiny_run(model, batch_fn=crashing, optimizer=optimizer, checkpoint_fn=checkpoint_fn, checkpoint_every=3)
+    except Interrupted:
+        pass
+    torch.distributed.barrier()  # the checkpoint is complete before anyone reads it
+    state = load_checkpoint(path)
+    fresh = restore_model(state, tiny_model(seed=123, config=config), config)  # other weights and RNG: restore wins
+    optimizer = make_adamw(fresh, lr=LR)
+    history = restore_training(state, optimizer)
+    model = wrap(fresh)
+    history, _ = tiny_run(model, optimizer=optimizer, history=history)
+    return dict(state=unwrap(model).state_dict(), history=history.__dict__, saves=saves[0])
+
+
 def main(out: Path) -> None:
     with distributed(backend="gloo") as ranks:
         torch.set_num_threads(1)
@@ -79,35 +117,14 @@ def main(out: Path) -> None:
             model, calls = counting_wrap(tiny_model())
             history, _ = tiny_run(model, micro_batches=micro)
             results[name] = dict(state=unwrap(model).state_dict(), history=history.__dict__, allreduces=calls[0])
+        results["resumed"] = crash_and_resume(out / "resume.pt")
 
-        # interrupted at step 4 after a checkpoint at step 3 (written by rank 0 alone), then resumed
-        path, saves = out / "resume.pt", [0]
-        model = wrap(tiny_model())
-
-        def checkpoint_fn(history):
-            saves[0] += 1
-            save_checkpoint(path, unwrap(model), CONFIG, optimizer=optimizer, history=history)
-
-        batches = shard_batches(global_batches())
-
-        def crashing(step):
-            if step == 4:
-                raise Interrupted
-            return batches(step)
-
-        optimizer = make_adamw(unwrap(model), lr=LR)
-        try:
-            tiny_run(model, batch_fn=crashing, optimizer=optimizer, checkpoint_fn=checkpoint_fn, checkpoint_every=3)
-        except Interrupted:
-            pass
-        torch.distributed.barrier()  # the checkpoint is complete before anyone reads it
-        state = load_checkpoint(path)
-        fresh = restore_model(state, tiny_model(seed=123), CONFIG)  # other initial weights: restore must win
-        optimizer = make_adamw(fresh, lr=LR)
-        history = restore_training(state, optimizer)
-        model = wrap(fresh)
-        history, _ = tiny_run(model, optimizer=optimizer, history=history)
-        results["resumed"] = dict(state=unwrap(model).state_dict(), history=history.__dict__, saves=saves[0])
+        # with dropout and a different seed on each rank, each rank's own random state must come back
+        model = wrap(tiny_model(config=DROPOUT_CONFIG))
+        torch.manual_seed(RANK_SEED + ranks.rank)
+        tiny_run(model)
+        results["dropout"] = dict(state=unwrap(model).state_dict())
+        results["dropout_resumed"] = crash_and_resume(out / "dropout.pt", DROPOUT_CONFIG, RANK_SEED)
         results["ranks"] = dict(rank=ranks.rank, world_size=ranks.world_size, backend=ranks.backend,
                                 seen=current_ranks().world_size)
         torch.save(results, out / f"results_rank{ranks.rank}.pt")

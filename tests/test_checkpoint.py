@@ -1,9 +1,13 @@
 import os
 import random
+import socket
 import stat
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from shared import files
 from shared.checkpoint import (
@@ -13,10 +17,13 @@ from shared.checkpoint import (
     load_checkpoint,
     restore_model,
     restore_training,
+    rng_state,
     save_checkpoint,
 )
+from shared.distributed import distributed
 from shared.gpt import GPT, GPTConfig
 from shared.history import History
+from shared.reversal import LMBatch
 from shared.training import make_adamw
 
 CONFIG = GPTConfig(vocab_size=13, block_size=8, n_layers=1, n_heads=2, d_model=8)
@@ -64,6 +71,10 @@ def test_clear_errors(tmp_path):
         restore_training(state, make_adamw(model, 1e-3))
     with pytest.raises(TypeError, match="config must be a dataclass"):
         save_checkpoint(tmp_path / "x.pt", model, {"vocab_size": 13})
+    with pytest.raises(TypeError, match=r"config\['data'\] is a pathlib"):  # torch.load would refuse it
+        save_checkpoint(tmp_path / "x.pt", model, PathConfig())
+    with pytest.raises(TypeError, match="extra must be a dict"):
+        save_checkpoint(tmp_path / "x.pt", model, CONFIG, extra=[1, 2])
 
 
 def test_failed_save_keeps_the_old_file(tmp_path, monkeypatch):
@@ -175,3 +186,75 @@ def test_config_round_trip_tolerates_new_fields_and_rejects_unknown_ones(tmp_pat
         config_from_checkpoint(state, GPTConfig)
     with pytest.raises(ValueError, match="flux"):
         restore_model(state, GPT(config), config)
+
+
+@dataclass
+class PathConfig:
+    data: Path = Path("data")
+
+
+@pytest.mark.parametrize("extra, named", [
+    ({"p": Path("data")}, r"extra\['p'\] is a pathlib\..*Path"),
+    ({"batch": LMBatch(torch.ones(1), torch.ones(1))}, r"extra\['batch'\] is a shared.reversal.LMBatch"),
+    ({"runs": [1, {"fn": len}]}, r"extra\['runs'\]\[1\]\['fn'\] is a builtins.builtin_function_or_method"),
+    ({Path("key"): 1}, r"a key of extra is a pathlib\..*Path"),
+])
+def test_save_refuses_what_loading_would_refuse_and_names_the_entry(tmp_path, extra, named):
+    with pytest.raises(TypeError, match=named):
+        save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG, extra=extra)
+    assert not (tmp_path / "gpt.pt").exists()  # nothing written
+
+
+def test_every_kind_of_value_save_accepts_loads_back(tmp_path):
+    extra = {"none": None, "flags": (True, 1, 2.5, 1j), "text": ["abc", b"xyz"], "set": {1, 2},
+             "tensor": torch.arange(3), "dtype": torch.bfloat16, "device": torch.device("cpu"),
+             "shape": torch.Size([2, 3]), 7: {"nested": [1.5]}}
+    path = save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG, extra=extra)
+    loaded = load_checkpoint(path)["extra"]
+    assert loaded.keys() == extra.keys() and torch.equal(loaded.pop("tensor"), extra.pop("tensor"))
+    assert loaded == extra
+
+
+@pytest.fixture
+def one_rank_group(monkeypatch):
+    """A gloo process group of one rank in this process, so that DDP can wrap a model."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port)).items():
+        monkeypatch.setenv(key, value)
+    with distributed(backend="gloo") as ranks:
+        yield ranks
+
+
+def test_wrapped_models_are_saved_and_restored_as_the_plain_model(tmp_path, one_rank_group):
+    torch.manual_seed(0)
+    model = GPT(CONFIG)
+    for wrapped in (DDP(model), torch.compile(model)):  # state_dict keys 'module.…' and '_orig_mod.…'
+        path = save_checkpoint(tmp_path / "gpt.pt", wrapped, CONFIG)
+        state = load_checkpoint(path)
+        assert list(state["model"]) == list(model.state_dict())
+        for target in (GPT(CONFIG), DDP(GPT(CONFIG))):  # into a plain model, or one already wrapped
+            restored = restore_model(state, target, CONFIG)
+            assert all(torch.equal(a, b) for a, b in zip(restored.parameters(), model.parameters()))
+
+
+def test_checkpoints_without_the_new_resume_keys_still_resume(tmp_path):
+    state, model = trained_state(tmp_path)
+    for key in ("grad_scaler", "rng_per_rank"):  # saved before these were recorded
+        state["history"].pop(key, None)
+    assert restore_training(state, make_adamw(model, 1e-3)).next_step == 10
+
+
+def test_resuming_with_another_number_of_ranks_warns_and_uses_rank_0s_random_state(tmp_path):
+    state, model = trained_state(tmp_path)
+    torch.manual_seed(1)
+    rank0 = rng_state()
+    torch.manual_seed(2)
+    state["history"]["rng_per_rank"] = [rank0, rng_state()]  # saved by 2 ranks; resumed here by 1
+    state["rng"] = rank0
+    expected = torch.rand(3, generator=torch.Generator().set_state(rank0["torch"]))
+    with pytest.warns(UserWarning, match="2 ranks"):
+        restore_training(state, make_adamw(model, 1e-3))
+    assert torch.equal(torch.rand(3), expected)

@@ -29,6 +29,7 @@ from shared.distributed import (
     unwrap,
     wrap,
 )
+from shared.reversal import LMBatch, ReversalBatches, Seq2SeqBatch
 from tests.ddp_worker import GLOBAL_BATCH, global_batches, tiny_model, tiny_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,6 +98,13 @@ def test_interrupted_and_resumed_ddp_run_equals_the_uninterrupted_one(ddp):
     assert [r["resumed"]["saves"] for r in ddp] == [1, 0]  # rank 0 alone wrote the checkpoint
 
 
+def test_each_rank_resumes_with_its_own_random_state(ddp):
+    # ranks seeded differently draw different dropout masks; a resume that gave rank 1 rank 0's state would differ
+    for rank in ddp:
+        assert max_diff(rank["dropout_resumed"]["state"], rank["dropout"]["state"]) < 1e-6
+    assert max_diff(ddp[0]["dropout"]["state"], ddp[0]["ddp"]["state"]) > 1e-3  # dropout really changed the run
+
+
 def test_shard_splits_every_tensor_into_disjoint_equal_parts():
     x, y = torch.arange(24).view(8, 3), torch.arange(8)
     parts = [shard((x, {"y": y}), r, 4) for r in range(4)]
@@ -110,6 +118,14 @@ def test_shard_splits_every_tensor_into_disjoint_equal_parts():
         shard("text", 0, 2)
     batch_fn = shard_batches(global_batches())  # no process group: rank 0 of 1 keeps the whole batch
     assert batch_fn(3)[0].shape == (GLOBAL_BATCH, 16) and torch.equal(batch_fn(3)[0], global_batches()(3)[0])
+
+
+def test_shard_keeps_the_course_named_tuple_batches():
+    for arch, kind in (("decoder_only", LMBatch), ("encoder_decoder", Seq2SeqBatch)):
+        batch = ReversalBatches(arch, 8)(0)
+        half = shard(batch, 1, 2)
+        assert type(half) is kind and half._fields == batch._fields
+        assert all(torch.equal(h, b[4:]) for h, b in zip(half, batch))
 
 
 def test_single_process_without_torchrun(monkeypatch):

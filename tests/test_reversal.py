@@ -19,11 +19,13 @@ from shared.reversal import (
     collate,
     decoder_only_loss,
     decoder_only_sample,
+    loss_for,
     make_model,
     make_test_set,
     seq2seq_loss,
     seq2seq_sample,
 )
+from shared.training import train
 from shared.transformer import Transformer, TransformerConfig
 
 from .helpers import copy_layer_to_torch
@@ -175,3 +177,16 @@ def test_make_model_gives_both_architectures_the_requested_ffn_width():
     assert gpt.config.ffn_width == 48 and encdec.config.d_ff == 48
     assert gpt.blocks[0].ff.linear1.out_features == 48 and encdec.encoder[0].ff.linear1.out_features == 48
     assert make_model("decoder_only", d_model=32, n_heads=4, n_layers=1).config.ffn_width == 4 * 32
+
+
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_train_splits_reversal_batches_into_micro_batches(arch):
+    logged = {}
+    for micro in (1, 2):
+        torch.manual_seed(0)
+        model = make_model(arch, d_model=16, n_heads=2, n_layers=1)
+        history = train(model, torch.optim.SGD(model.parameters(), lr=0.0), ReversalBatches(arch, 8),
+                        loss_for(arch), max_steps=2, log_every=1, micro_batches=micro, progress=False)
+        logged[micro] = history
+    # lr 0: every step sees the same weights, so the token-weighted loss over the halves is the whole batch's
+    assert logged[2].loss == pytest.approx(logged[1].loss, rel=1e-5) and logged[2].tokens == logged[1].tokens

@@ -198,3 +198,20 @@ def test_lm_loss_label_smoothing_matches_the_smoothed_target_distribution():
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     with pytest.raises(ValueError, match="label_smoothing"):
         lm_loss(logits, targets, label_smoothing=1.0)
+
+
+def test_a_batch_whose_targets_are_all_ignored_leaves_the_logged_loss_a_mean_over_real_tokens():
+    seed_everything(0)
+    model = nn.Sequential(nn.Embedding(4, 8), nn.Linear(8, 4))
+    x, y = torch.tensor([[0, 1, 2, 3, 0, 1, 2]]), torch.tensor([[1, 2, 3, 0, 1, 2, 3]])
+    empty = torch.full_like(y, -100)  # a batch with no target to score: its mean loss is NaN
+
+    def batch_fn(step):
+        return x, (empty if step in (1, 4, 5) else y)
+
+    history = train(model, torch.optim.SGD(model.parameters(), 0.0), batch_fn,  # lr 0: the same loss every step
+                    lambda m, b: lm_loss(m(b[0]), b[1]), max_steps=6, log_every=2, progress=False)
+    expected = lm_loss(model(x), y)[0].item()
+    assert history.tokens == [7, 21, 21]
+    assert history.loss[:2] == pytest.approx([expected, expected], rel=1e-6)  # the mean over batches with tokens
+    assert math.isnan(history.loss[2])  # steps 4-5 had no tokens at all: there is no mean to log
