@@ -71,7 +71,7 @@ def main(argv=None) -> dict:
         "n_test": len(test_set),
         "parameters": model.num_parameters(),
         "train_wall_seconds": round(train_wall, 1),
-        "final_loss": round(history.loss[-1], 5),
+        "final_loss": round(history.loss[-1], 5) if history.loss else None,  # None: setup used the whole budget
         "threads": args.threads,
         **recipe,
     }

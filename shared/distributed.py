@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .checkpoint import unwrap as unwrap  # re-exported: the plain model inside a DDP (or compile) wrapper
 from .runtime import get_device
-from .validation import check_optional_positive_number, check_positive_int
+from .validation import check_int, check_optional_positive_number, check_positive_int
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -105,7 +105,9 @@ def shard(batch: Any, index: int, count: int) -> Any:
 
     batch (B, ...) -> (B // count, ...); tuples (named ones too), lists and dicts of tensors are sliced alike.
     """
-    if not isinstance(count, int) or count < 1 or not isinstance(index, int) or not 0 <= index < count:
+    check_positive_int("count", count)
+    check_int("index", index, minimum=0)
+    if index >= count:
         raise ValueError(f"need 0 <= index < count, got index={index!r}, count={count!r}")
     if isinstance(batch, Tensor):
         if batch.dim() == 0 or batch.size(0) % count:

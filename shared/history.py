@@ -1,7 +1,6 @@
 """The record of a training run: what `shared.training.train` logs and `shared.checkpoint` saves and restores.
 
-It lives on its own so that checkpointing can read it without importing the training loop (and, through
-the loop, torch.distributed and tqdm).
+It lives on its own so that `shared.checkpoint` can read it without depending on the training loop.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .reversal import ARCHS, BOS, EOS, ReversalBatches, encode_digits, loss_for,
 from .runtime import seed_everything
 from .training import train, warmup_cosine
 from .transformer import Transformer
-from .validation import check_positive_int, check_tokens
+from .validation import check_int, check_positive_int, check_tokens
 
 TRAIN_LENGTHS = (1, 12)
 TEST_LENGTHS = tuple(range(1, 33))
@@ -174,8 +174,7 @@ def mean_over(accuracy: dict, lengths: Sequence[int]) -> float:
 
 def structured_sets(length: int, n: int = 50, seed: int = 99) -> dict:
     """{category: digit tuples} of inputs random lists rarely produce, all of one `length`."""
-    if not isinstance(length, int) or length < 2:
-        raise ValueError(f"length must be an int >= 2, got {length!r}")
+    check_int("length", length, minimum=2)
     rng = random.Random(seed)
 
     def distinct(make) -> list:

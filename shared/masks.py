@@ -5,15 +5,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_int, check_positive_int, check_tokens, describe
+from .validation import check_int, check_positive_int, check_tokens
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
     """(B, T) token ids -> (B, 1, 1, T) bool mask, False where the *key* is padding."""
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        raise ValueError(f"tokens must be a 2-D (B, T) tensor of ids, got {describe(tokens)}")
-    if tokens.is_floating_point():
-        raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+    check_tokens("tokens", tokens)
     check_int("pad_id", pad_id, minimum=0)  # a float or None would compare silently (0.5 marks every key real)
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T_k)
 

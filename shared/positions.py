@@ -115,7 +115,7 @@ def randomized_positions(batch: int, length: int, max_position: int, device=None
 
 def rope_frequencies(d_k: int, base: float = 10000.0) -> Tensor:
     """(d_k / 2,) angular frequencies theta_i = base^(-2i / d_k), fastest first."""
-    if not isinstance(d_k, int) or isinstance(d_k, bool) or d_k < 2 or d_k % 2:
+    if check_positive_int("d_k", d_k) % 2:
         raise ValueError(f"d_k must be a positive even int, got {d_k!r}")
     if not isinstance(base, (int, float)) or isinstance(base, bool) or not math.isfinite(base) or base <= 1:
         raise ValueError(f"base must be a finite number > 1, got {base!r}")
@@ -172,7 +172,11 @@ class RotaryEmbedding(nn.Module):
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
-    """(n_heads,) slopes, largest first: 1/2, 1/4, ... 1/256 for 8 heads."""
+    """(n_heads,) slopes in the paper's order: 1/2, 1/4, ... 1/256 for 8 heads (descending for a power of two).
+
+    Otherwise not sorted: the power of two below's slopes, then every other slope of the one above
+    (6 heads: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8).
+    """
     check_positive_int("n_heads", n_heads)
 
     def power_of_two(n: int) -> list[float]:

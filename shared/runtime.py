@@ -32,7 +32,7 @@ def get_device(device: str | torch.device = "auto") -> torch.device:
 
 def seed_everything(seed: int = 0) -> None:
     """Seed Python's and PyTorch's random generators (CPU and every GPU)."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
+    if not isinstance(seed, int) or isinstance(seed, bool):  # any int (negative too), so not check_int
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device

@@ -69,7 +69,7 @@ class Transformer(nn.Module):
 
     def src_mask(self, src: Tensor) -> Tensor:
         """(B, T_src) ids -> (B, 1, 1, T_src) bool, False at source padding."""
-        return padding_mask(src, self.config.pad_id)
+        return padding_mask(check_tokens("src", src), self.config.pad_id)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
         """src (B, T_src) ids -> memory (B, T_src, d_model)."""

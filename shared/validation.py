@@ -30,14 +30,14 @@ def check_positive_int(name: str, value) -> int:
 def check_optional_positive_int(name: str, value) -> int | None:
     """Return `value` if it is None or a positive int; else raise ValueError naming `name`."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be None or a positive int, got {value!r}")
+        raise ValueError(f"{name} must be None or a positive int, got {value!r}")  # check_int's test, with None
     return value
 
 
 def check_tokens(name: str, tokens) -> Tensor:
     """Return `tokens` if it is a (B, T) integer tensor of ids with T >= 1; else raise ValueError naming `name`."""
     if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
-            or tokens.size(1) < 1:
+            or tokens.dtype == torch.bool or tokens.size(1) < 1:
         raise ValueError(f"{name} must be a (B, T) integer tensor of token ids with T >= 1, got {describe(tokens)}")
     return tokens
 
@@ -68,9 +68,8 @@ def check_table_positions(x, offset, positions, max_len: int) -> None:
             raise ValueError(f"sequence of length {T} at offset {offset} is longer than the positional table "
                              f"(max_len={max_len})")
         return
-    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2) \
-            or positions.size(-1) != T:
-        raise ValueError(f"positions must be an integer tensor (T={T},) or (B, T), got {describe(positions)}")
+    if check_position_ids("positions", positions).size(-1) != T:
+        raise ValueError(f"positions must have T={T} entries per row, got shape {tuple(positions.shape)}")
     if positions.dim() == 2:
         check_batch_size("positions", positions, x.size(0), of="x")
     if positions.numel() and (positions.min() < 0 or positions.max() >= max_len):

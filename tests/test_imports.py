@@ -1,7 +1,8 @@
 """The package's layers: the model reads alone, nothing imports in a cycle, the teaching layer sits on top.
 
-Imports are read from the source (top level and inside functions: those hide cycles too) and resolved to
-module names such as "attention", "generation.seq2seq" or "exercises.feedback".
+Imports are read from the source (top level and inside functions: those hide cycles too; `from ... import` and
+`import shared.x` alike) and resolved to module names such as "attention", "generation.seq2seq" or
+"exercises.feedback".
 """
 
 import ast
@@ -11,10 +12,25 @@ import pytest
 
 SHARED = Path(__file__).resolve().parent.parent / "shared"
 
-# The course's library, layer by layer. A module may import its own layer and the layers listed before it.
-MODEL = {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer", "gpt"}
-BASE = {"validation", "runtime", "files", "history"}  # imported by everything, import nothing of the course
-TEACHING_ROOMS = ("exercises", "explorers")  # the teaching layer: nothing else imports it
+# The layers in order (README, "The notebooks"). A module imports only its own layer and the layers before it.
+LAYERS = {
+    "base": {"validation", "runtime", "files", "history"},
+    "model": {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer",
+              "gpt"},
+    "training": {"training", "checkpoint", "distributed"},
+    "tasks": {"reversal", "lengthgen", "shakespeare"},
+    "generation": {"generation"},
+    "tools": {"plotting", "debug"},
+    "teaching": {"exercises", "explorers"},  # nothing else imports it
+}
+ORDER = list(LAYERS)
+MODEL, BASE = LAYERS["model"], LAYERS["base"]
+TEACHING_ROOMS = tuple(LAYERS["teaching"])
+
+
+def layer_of(name: str) -> str:
+    top = name.split(".")[0]
+    return next(layer for layer, members in LAYERS.items() if top in members)
 
 
 def module_name(path: Path) -> str:
@@ -32,6 +48,15 @@ def shared_imports(path: Path) -> set[str]:
     package = module_name(path).split(".") if path.name == "__init__.py" else module_name(path).split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):  # import shared.training (as t)
+            for alias in node.names:
+                parts = alias.name.split(".")
+                while parts[0] == "shared" and len(parts) > 1:
+                    if ".".join(parts[1:]) in known:
+                        found.add(".".join(parts[1:]))
+                        break
+                    parts = parts[:-1]
+            continue
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
@@ -59,10 +84,16 @@ def graph() -> dict[str, set[str]]:
 
 def test_the_layers_are_known():
     """Every module belongs to a layer that this test names, so a new file cannot escape the rules."""
-    listed = MODEL | BASE | {"reversal", "lengthgen", "shakespeare", "training", "checkpoint", "distributed",
-                             "plotting", "generation", "debug"}
+    listed = set().union(*LAYERS.values())
     for name in graph():
-        assert name.split(".")[0] in listed | set(TEACHING_ROOMS), f"{name}: add it to a layer in this test"
+        assert name.split(".")[0] in listed, f"{name}: add it to a layer in this test"
+
+
+def test_each_layer_imports_only_itself_and_the_layers_before_it():
+    for name, deps in graph().items():
+        for dep in deps:
+            assert ORDER.index(layer_of(dep)) <= ORDER.index(layer_of(name)), \
+                f"{name} ({layer_of(name)}) imports {dep} ({layer_of(dep)}), a later layer"
 
 
 def test_shared_has_no_import_cycles():
@@ -102,7 +133,7 @@ def test_nothing_outside_the_teaching_layer_imports_it():
 
 
 def test_checkpointing_does_not_pull_in_the_training_loop():
-    """History lives in its own module, so loading a checkpoint imports neither torch.distributed nor tqdm."""
+    """History lives in its own module, so shared.checkpoint does not depend on the training loop."""
     seen, todo = set(), ["checkpoint"]
     while todo:
         name = todo.pop()
@@ -120,7 +151,8 @@ def test_the_explorers_modules_import_in_one_direction():
 def test_the_resolver_sees_relative_and_absolute_imports(tmp_path, monkeypatch):
     """A planted cross-layer import is seen whichever way it is written (so the tests above can fail)."""
     for text in ("from ..training import train\n", "from shared.training import train\n",
-                 "def f():\n    from .. import training\n"):
+                 "def f():\n    from .. import training\n", "import shared.training\n",
+                 "import shared.training.x as t\n"):
         fake = SHARED / "exercises" / "_planted_for_test.py"
         monkeypatch.setattr(Path, "read_text", lambda self, encoding=None, text=text: text)
         assert "training" in shared_imports(fake), text

@@ -70,3 +70,21 @@ def test_layers_store_weights_only_when_asked():
     assert layer.self_attn_weights is None
     layer(x, need_weights=True)
     torch.testing.assert_close(layer.self_attn_weights.sum(-1), torch.ones(1, H, 3))
+
+
+@pytest.mark.parametrize("sublayer", ["attn", "ff"])
+def test_pre_ln_block_drops_out_each_sublayer_output_before_the_residual_add(sublayer):
+    """x + Dropout(sublayer(LN(x))): with the sublayer's output fixed at 1, each entry adds 0 or 1 / (1 - p)."""
+    torch.manual_seed(0)
+    block = PreLNBlock(d_model=8, n_heads=2, d_ff=16, dropout=0.5).train()
+    ones = torch.ones(2, 5, 8)
+    if sublayer == "attn":
+        block.attn.forward = lambda *args, **kwargs: (ones, None)
+        block.ff.forward = lambda h: torch.zeros_like(h)
+    else:
+        block.attn.forward = lambda *args, **kwargs: (torch.zeros_like(ones), None)
+        block.ff.forward = lambda h: ones
+    x = torch.randint(-4, 5, (2, 5, 8)).float()  # small integers: x + 0 and x + 2 are exact in fp32
+    added = block(x) - x  # (2, 5, 8): what the residual branch added
+    assert set(added.unique().tolist()) == {0.0, 2.0}  # some entries dropped, the rest scaled by 1 / (1 - 0.5)
+    assert torch.equal(block.eval()(x) - x, ones)  # eval mode: no dropout

@@ -37,10 +37,12 @@ def test_bad_masks_and_inputs():
         check_mask(torch.ones(3, 1, 1, 2, dtype=torch.bool), (2, 4, 2, 2))
     with pytest.raises(ValueError, match="at most 4 dims"):
         check_mask(torch.ones(1, 1, 1, 2, 2, dtype=torch.bool))
-    with pytest.raises(ValueError, match="tokens must be a 2-D"):
+    with pytest.raises(ValueError, match=r"tokens must be a \(B, T\) integer tensor"):
         padding_mask(torch.tensor([1, 2, 0]), 0)
-    with pytest.raises(TypeError, match="integer ids"):
+    with pytest.raises(ValueError, match="integer tensor of token ids"):
         padding_mask(torch.ones(2, 3), 0)
+    with pytest.raises(ValueError, match="integer tensor of token ids"):
+        padding_mask(torch.zeros(1, 2, dtype=torch.complex64), 0)
     with pytest.raises(ValueError, match="size must be a positive int"):
         causal_mask(0)
     with pytest.raises(ValueError, match="n_keys must be an int >= 4 \\(size=4"):

@@ -7,6 +7,7 @@ may round differently, so there they must agree to 1e-5.
 """
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -53,6 +54,32 @@ def outputs() -> dict:
         model = make_model(arch, 16, 2, 1, gpt_class=gpt_class).eval()
         x = torch.randint(3, 13, (2, 9), generator=torch.Generator().manual_seed(2))
         out[f"reversal_{arch}"] = model(x) if arch == "decoder_only" else model(x, x)
+    return out | training_and_cache_outputs(tokens)
+
+
+@torch.no_grad()
+def training_and_cache_outputs(tokens) -> dict:
+    """Training mode (dropout masks, randomized position ids drawn after a seed) and decoding with KV caches."""
+    small = dict(vocab_size=17, block_size=16, n_layers=2, n_heads=2, d_model=16)
+    out = {}
+    for name, config in (("gpt_train_dropout", GPTConfig(**small, dropout=0.1)),
+                         ("gpt_train_randomized_rope", GPTConfig(**small, position="rope", randomized_positions=True,
+                                                                 max_position=40))):
+        torch.manual_seed(0)
+        model = GPT(config).train()
+        torch.manual_seed(3)  # the dropout masks and the random position ids
+        out[name] = model(tokens)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(**small)).eval()
+    caches = model.new_caches()
+    steps = [model(tokens[:, :5], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(5, 12)]
+    out["gpt_cached"] = torch.cat(steps, dim=1)  # (2, 12, 17): a 5-token prompt, then one token per step
+    torch.manual_seed(0)
+    config = TransformerConfig(17, 15, d_model=16, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=32,
+                               dropout=0.1, max_len=16)
+    model = Transformer(config).train()
+    torch.manual_seed(3)
+    out["transformer_train_dropout"] = model(tokens, tokens[:, :10] % 15)
     return out
 
 
@@ -79,8 +106,8 @@ def test_seeded_models_compute_what_they_computed_before_the_restructuring():
 
 
 def test_the_comparison_sees_a_changed_model(monkeypatch):
-    """A planted change (GPT-2's residual scaling dropped) must make the stored outputs disagree."""
-    monkeypatch.setattr("shared.gpt.math.sqrt", lambda x: 1.0)
+    """A planted change (GPT-2's residual-projection init scaled by 1 instead of 1/sqrt(2 n_layers)) is seen."""
+    monkeypatch.setattr("shared.gpt.math", SimpleNamespace(sqrt=lambda x: 1.0))  # gpt.py's `math` only: that scale
     stored = torch.load(STORED, weights_only=True)
     with pytest.raises(AssertionError):
         torch.testing.assert_close(outputs()["gpt_default"], stored["gpt_default"], rtol=1e-5, atol=1e-5)

@@ -67,7 +67,8 @@ def test_sequence_token_batch_and_table_checks():
     check_table_positions(x, 0, torch.tensor([[0, 1, 7], [2, 2, 2]]), max_len=8)
     for offset, positions, message in ((-1, None, "offset must be an int >= 0"), (6, None, "offset 6 is longer"),
                                        (0, torch.tensor([0, 1, 8]), r"positions must lie in 0..7"),
-                                       (0, torch.tensor([0.0, 1.0, 2.0]), "positions must be an integer tensor"),
                                        (0, torch.zeros(1, 3, dtype=torch.long), "positions has batch size 1")):
         with pytest.raises(ValueError, match=message):
             check_table_positions(x, offset, positions, max_len=8)
+    with pytest.raises(TypeError, match="positions must be an integer tensor"):  # as for RoPE and ALiBi
+        check_table_positions(x, 0, torch.tensor([0.0, 1.0, 2.0]), max_len=8)

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ..masks import causal_mask, check_mask, combine_masks
 from ..positions import alibi_bias
+from ..validation import check_int
 
 # In order; the ones in OPTIONAL_STAGES appear only when the module (or the call) uses them.
 STAGES = ("q", "k", "v", "q_heads", "k_heads", "v_heads", "q_rotated", "k_rotated", "k_repeated", "v_repeated",
@@ -139,10 +140,8 @@ def trace_attention(module: nn.Module, query: Tensor, key: Tensor | None = None,
     Tensors with at most `max_values` entries are printed in full (rounded to `decimals`); larger ones as
     mean/std/min/max. Returns the stages (see `attention_stages`), plus "module_output" when checked.
     """
-    if not isinstance(decimals, int) or decimals < 0:
-        raise ValueError(f"decimals must be an int >= 0, got {decimals!r}")
-    if not isinstance(max_values, int) or max_values < 0:
-        raise ValueError(f"max_values must be an int >= 0, got {max_values!r}")
+    check_int("decimals", decimals, minimum=0)
+    check_int("max_values", max_values, minimum=0)
     key = query if key is None else key
     value = key if value is None else value
     stages = attention_stages(module, query, key, value, mask, causal, positions)

@@ -33,14 +33,14 @@ from .generation import (  # 06, 08
     check_top_k,
     check_top_p,
 )
-from .masks import (  # 03, 04
+from .masks_and_positions import (  # 03, 04
     check_causal_mask,
     check_learned_positions,
     check_padding_mask,
     check_sinusoidal_table,
 )
 from .modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
-from .positions import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
+from .position_schemes import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
 from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
 
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ..gpt import GPT
 from ..runtime import eval_mode
-from ..validation import check_finite, check_int, check_positive_int
+from ..validation import check_finite, check_int, check_positive_int, check_tokens
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
@@ -156,9 +156,7 @@ def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None)
 
 
 def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size) -> None:
-    if not isinstance(prompt, Tensor) or prompt.dim() != 2 or prompt.size(1) < 1 or prompt.is_floating_point():
-        shape = tuple(prompt.shape) if isinstance(prompt, Tensor) else type(prompt).__name__
-        raise ValueError(f"prompt must be a (B, T) integer tensor with T >= 1, got {shape}")
+    check_tokens("prompt", prompt)
     check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_finite("temperature", temperature, 0.0, " (0 = greedy)")
     if top_k is not None:

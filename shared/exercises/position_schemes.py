@@ -56,7 +56,8 @@ def check_alibi_slopes(c: Checker) -> None:
              "for n_heads that is not a power of two, take the slopes of the power of two just below, then every "
              "other slope of the power of two just above."),
             (torch.tensor([start**h for h in range(n_heads)]), "the first slope is 2^(-8/n), not 1: start at h + 1."),
-            (expected.flip(0), "largest slope first."),
+            (expected.flip(0), "reversed: head 0 gets 2^(-8/n), so a power of two has the largest slope first; the "
+             "filled-in slopes of other counts come last."),
             (torch.tensor([2.0 ** -(h + 1) for h in range(n_heads)]),
              "the ratio between slopes depends on the number of heads: 2^(-8/n), which is 1/2 only for 8 heads."),
         ]
