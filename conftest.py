@@ -1,7 +1,7 @@
 """pytest configuration shared by the unit tests and the notebook runs (nbval).
 
 `pytest` on its own runs everything in fast mode: notebooks shrink their sizes but keep every code
-path and still assert their results. Set COURSE_FAST=0 to execute the notebooks at full size.
+path and still assert their results. Set COURSE_FAST=0 to execute the notebooks at CPU size (GPU size on CUDA).
 """
 
 import os

@@ -61,6 +61,6 @@ def setup(seed: int = 0) -> torch.device:
     """Seed everything, pick the device and print one line saying what this run uses."""
     seed_everything(seed)
     device = get_device()
-    mode = "on (small sizes, for tests)" if fast_mode() else "off (full sizes)"
+    mode = "on (small sizes, for tests)" if fast_mode() else f"off ({'GPU' if device.type == 'cuda' else 'CPU'} size)"
     print(f"device: {device.type} | fast mode: {mode} | torch {torch.__version__}")
     return device
