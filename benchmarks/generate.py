@@ -1,6 +1,6 @@
 """KV cache vs no cache: time greedy generation of 500 new tokens both ways; print ONE JSON line.
 
-    python benchmarks/generate.py                      # notebook 08's GPU-size model (6 layers, 6 heads, 384 wide, block 256)
+    python benchmarks/generate.py                      # notebook 08's GPU-size GPT (6 layers, 6 heads, 384 wide)
     python benchmarks/generate.py --checkpoint PATH    # a trained GPT saved with shared.checkpoint
 
 Without a cache every new token re-runs the model over up to block_size tokens; with a cache only the
