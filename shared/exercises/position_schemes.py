@@ -43,7 +43,11 @@ def check_rope_one_head(c: Checker) -> None:
 
 @exercise("ALiBi slopes")
 def check_alibi_slopes(c: Checker) -> None:
-    """fn(n_heads) -> (n_heads,) tensor of head slopes, largest first, as in Press et al. (2022)."""
+    """fn(n_heads) -> (n_heads,) tensor of head slopes in the paper's order (Press et al. 2022).
+
+    For a power of two the slopes fall geometrically (largest first); otherwise the power-of-two part comes
+    first and the interleaved extra slopes follow (6 heads: 1/4, 1/16, 1/64, 1/256, 1/2, 1/8).
+    """
     for n_heads in (8, 4, 1, 16, 6, 12):
         case = f"n_heads={n_heads}"
         got = c.call(case, n_heads)
