@@ -9,7 +9,7 @@ checks this):
 - training: `training` (loss, schedules, the loop), `checkpoint`, `distributed`;
 - the tasks: `reversal` (list reversal), `lengthgen` (length generalisation), `shakespeare` (characters);
 - generation: `generation.seq2seq` (a source in, its answer out) and `generation.lm` (continue a prompt);
-- tools: `plotting`, `debug`;
+- tools: `plotting`, `architecture` (the map of the whole model), `debug`;
 - the teaching layer, which nothing else imports: `exercises` (checkers and their feedback) and `explorers`
   (interactive widgets).
 """

@@ -1,4 +1,4 @@
-"""Plots the notebooks share: attention heatmaps, masks, positional tables and loss curves."""
+"""Plots the notebooks share: attention heatmaps, masks, positional tables, loss curves and the architecture map."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
+from .architecture import plot_architecture  # noqa: F401  (the whole-model map lives in its own module)
 from .validation import check_positive_int
 
 

@@ -18,9 +18,9 @@ LAYERS = {
     "model": {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer",
               "gpt"},
     "training": {"training", "checkpoint", "distributed"},
-    "tasks": {"reversal", "lengthgen", "shakespeare"},
+    "tasks": {"reversal", "lengthgen", "shakespeare", "addition"},
     "generation": {"generation"},
-    "tools": {"plotting", "debug"},
+    "tools": {"architecture", "plotting", "debug"},
     "teaching": {"exercises", "explorers"},  # nothing else imports it
 }
 ORDER = list(LAYERS)

@@ -1,0 +1,350 @@
+"""The whole-architecture map: the 2017 encoder-decoder, the GPT-2 decoder and a Llama-style block, drawn by code.
+
+Each kind is one small table (`DIAGRAMS`): boxes on a grid of columns and rows, each with the paper's name, the
+course object that implements it (a dotted name inside `shared`, e.g. "attention.MultiHeadAttention"), the
+notebook that builds it, and the parts it belongs to (what `highlight` shades). `plot_architecture` draws a table.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from .validation import check_bool
+
+
+@dataclass(frozen=True)
+class Box:
+    """One part on the map; without `code` it is an input/output label drawn as plain text."""
+
+    key: str
+    column: str
+    row: float  # in row pitches from the bottom; the data flows upwards, as in the paper's figure
+    title: str  # the paper's name
+    code: str = ""  # the course object, relative to `shared`
+    notebook: str = ""  # "02": notebooks/02_*.ipynb builds it
+    parts: tuple[str, ...] = ()  # highlight names that shade it
+    shape: str = ""  # the shape it hands on, written on its outgoing arrow when shapes=True
+    skip_from: str = ""  # a residual add: the box whose input the skip connection brings here
+
+
+@dataclass(frozen=True)
+class Link:
+    """An arrow besides the upward flow: a mask, the KV cache, the encoder's memory, tied weights."""
+
+    start: str
+    end: str
+    style: str = "side"  # "side" (box to box), "both" (both ways), "memory" (elbow), "tied" (dashed, both ways)
+    label: str = ""
+    shape: str = ""
+    parts: tuple[str, ...] = ()  # highlighting any of them colours the arrow (default: the start box's parts)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The "N×" box around a repeated layer."""
+
+    column: str
+    first: float
+    last: float
+    title: str
+    code: str
+    notebook: str
+
+
+@dataclass(frozen=True)
+class Diagram:
+    """One kind of model: its columns, its boxes on them, its N× frames and its extra arrows."""
+
+    title: str
+    model: str  # the course object that builds the whole model
+    notebook: str
+    size: tuple[float, float]  # figure inches; the drawing uses inches as data units
+    columns: dict  # name -> (x centre, box width, side of the residual skips: -1 left, +1 right, 0 no upward flow)
+    boxes: tuple[Box, ...]
+    frames: tuple[Frame, ...] = ()
+    links: tuple[Link, ...] = ()
+    options: dict | None = None  # the model's keyword options, written under the title
+
+
+B = Box
+MHA = "attention.MultiHeadAttention"
+TIED = Link("lm_head", "tok_emb", "tied", "one matrix: lm_head.weight is tok_emb.weight", parts=("embedding", "output"))
+DIAGRAMS = {
+    "encoder_decoder": Diagram(
+        "The encoder-decoder Transformer (Vaswani et al. 2017)", "transformer.Transformer", "06", (8.5, 9.2),
+        {"enc": (1.8, 2.8, -1), "gap": (4.25, 1.5, 0), "dec": (6.7, 2.8, 1)},
+        (B("src", "enc", 0, "source tokens", shape="(B, T_src)"),
+         B("src_emb", "enc", 1, "Input embedding × √d_model", "positions.ScaledEmbedding", "04", ("embedding",)),
+         B("src_pos", "enc", 2, "+ positional encoding", "positions.SinusoidalPositionalEncoding", "04",
+           ("positions",), "(B, T_src, d_model)"),
+         B("enc_attn", "enc", 3.2, "Multi-head self-attention", MHA, "02", ("attention",)),
+         B("enc_add1", "enc", 4.2, "Add & Norm", "layers.EncoderLayer.forward", "05", ("residual", "norm"),
+           skip_from="enc_attn"),
+         B("enc_ffn", "enc", 5.2, "Feed-forward (ReLU)", "layers.FeedForward", "05", ("ffn",)),
+         B("enc_add2", "enc", 6.2, "Add & Norm", "layers.EncoderLayer.forward", "05", ("residual", "norm"),
+           skip_from="enc_ffn"),
+         B("tgt_mask", "gap", 2.1, "Causal + pad mask", "masks.decoder_mask", "03", ("masks",)),
+         B("src_mask", "gap", 4.2, "Source pad mask", "masks.padding_mask", "03", ("masks",)),
+         B("tgt", "dec", 0, "target tokens, shifted right", shape="(B, T_tgt)"),
+         B("tgt_emb", "dec", 1, "Output embedding × √d_model", "positions.ScaledEmbedding", "04", ("embedding",)),
+         B("tgt_pos", "dec", 2, "+ positional encoding", "positions.SinusoidalPositionalEncoding", "04",
+           ("positions",), "(B, T_tgt, d_model)"),
+         B("dec_attn", "dec", 3.2, "Masked self-attention", MHA, "02", ("attention",)),
+         B("dec_add1", "dec", 4.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+           skip_from="dec_attn"),
+         B("dec_cross", "dec", 5.2, "Cross-attention", MHA, "05", ("attention", "cross_attention")),
+         B("dec_add2", "dec", 6.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+           skip_from="dec_cross"),
+         B("dec_ffn", "dec", 7.2, "Feed-forward (ReLU)", "layers.FeedForward", "05", ("ffn",)),
+         B("dec_add3", "dec", 8.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+           "(B, T_tgt, d_model)", skip_from="dec_ffn"),
+         B("generator", "dec", 9.8, "Linear (generator)", "transformer.Transformer.decode", "06", ("output",),
+           "(B, T_tgt, tgt_vocab_size)"),
+         B("softmax", "dec", 10.8, "Softmax, greedy pick", "generation.seq2seq.greedy_decode", "06", ("output",)),
+         B("probs", "dec", 11.65, "output probabilities")),
+        (Frame("enc", 3.2, 6.2, "N× encoder layer", "layers.EncoderLayer", "05"),
+         Frame("dec", 3.2, 8.2, "N× decoder layer", "layers.DecoderLayer", "05")),
+        (Link("enc_add2", "dec_cross", "memory", "memory", "(B, T_src, d_model)", ("cross_attention",)),
+         Link("src_mask", "enc_attn", shape="(B, 1, 1, T_src)"),
+         Link("src_mask", "dec_cross", parts=("masks", "cross_attention")),
+         Link("tgt_mask", "dec_attn", shape="(B, 1, T_tgt, T_tgt)"))),
+    "gpt": Diagram(
+        "The decoder-only GPT (GPT-2: Radford et al. 2019)", "gpt.GPT", "08", (7.0, 9.7),
+        {"side": (1.15, 1.9, 0), "main": (4.0, 2.7, 1)},
+        (B("tokens", "main", 0, "token ids", shape="(B, T)"),
+         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT", "08", ("embedding",)),
+         B("pos_emb", "main", 2, "+ learned positions", "positions.LearnedPositionalEmbedding", "04",
+           ("positions",), "(B, T, d_model)"),
+         B("ln1", "main", 3.2, "LayerNorm", "norms.make_norm", "05", ("norm",)),
+         B("attn", "main", 4.2, "Causal multi-head attention", MHA, "02", ("attention",)),
+         B("add1", "main", 5.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), skip_from="ln1"),
+         B("ln2", "main", 6.2, "LayerNorm", "norms.make_norm", "05", ("norm",)),
+         B("ffn", "main", 7.2, "Feed-forward (GELU)", "layers.FeedForward", "05", ("ffn",)),
+         B("add2", "main", 8.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), "(B, T, d_model)",
+           skip_from="ln2"),
+         B("ln_f", "main", 9.8, "Final LayerNorm", "norms.make_norm", "08", ("norm",)),
+         B("lm_head", "main", 10.8, "Linear lm_head (tied)", "gpt.GPT", "08", ("output",), "(B, T, vocab_size)"),
+         B("softmax", "main", 11.8, "Softmax, sample", "generation.lm.generate", "08", ("output",)),
+         B("next", "main", 12.65, "next-token probabilities"),
+         B("mask", "side", 4.2, "Causal mask", "masks.causal_mask", "03", ("masks",)),
+         B("cache", "side", 5.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",))),
+        (Frame("main", 3.2, 8.2, "N× Pre-LN block", "layers.PreLNBlock", "05"),),
+        (Link("mask", "attn", shape="(1, 1, T, T)"),
+         Link("cache", "attn", "both", shape="(B, H, T_past, d_k)"),
+         TIED)),
+    "modern": Diagram(
+        "A modern decoder block (Llama-style)", "gpt.GPTConfig", "10", (7.0, 9.3),
+        {"side": (1.15, 1.9, 0), "main": (4.0, 2.7, 1)},
+        (B("tokens", "main", 0, "token ids", shape="(B, T)"),
+         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT", "08", ("embedding",), "(B, T, d_model)"),
+         B("norm1", "main", 2.2, "RMSNorm", "norms.RMSNorm", "10", ("norm",)),
+         B("attn", "main", 3.2, "Grouped-query attn, fused QKV", MHA, "10", ("attention",)),
+         B("add1", "main", 4.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), skip_from="norm1"),
+         B("norm2", "main", 5.2, "RMSNorm", "norms.RMSNorm", "10", ("norm",)),
+         B("ffn", "main", 6.2, "SwiGLU feed-forward", "layers.FeedForward", "10", ("ffn",)),
+         B("add2", "main", 7.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), "(B, T, d_model)",
+           skip_from="norm2"),
+         B("norm_f", "main", 8.8, "Final RMSNorm", "norms.RMSNorm", "10", ("norm",)),
+         B("lm_head", "main", 9.8, "Linear lm_head (tied)", "gpt.GPT", "08", ("output",), "(B, T, vocab_size)"),
+         B("softmax", "main", 10.8, "Softmax, sample", "generation.lm.generate", "08", ("output",)),
+         B("next", "main", 11.65, "next-token probabilities"),
+         B("rope", "side", 2.0, "RoPE: rotates q, k", "positions.RotaryEmbedding", "09", ("positions",)),
+         B("mask", "side", 3.2, "Causal mask", "masks.causal_mask", "03", ("masks",)),
+         B("cache", "side", 4.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",))),
+        (Frame("main", 2.2, 7.2, "N× block, no bias", "layers.PreLNBlock", "10"),),
+        (Link("rope", "attn", shape="q, k: (B, H, T, d_k)"),
+         Link("mask", "attn", shape="(1, 1, T, T)"),
+         Link("cache", "attn", "both", shape="(B, H_kv, T_past, d_k)"),
+         TIED),
+        dict(norm="rmsnorm", position="rope", activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False)),
+}
+KINDS = tuple(DIAGRAMS)
+
+
+def parts_of(kind: str) -> tuple[str, ...]:
+    """The highlight names a kind accepts, sorted."""
+    return tuple(sorted({part for box in _diagram(kind).boxes for part in box.parts}))
+
+
+# Sizes in inches (the axes' data units) and points; colours
+PITCH, BOX_H, FRAME_PAD, FRAME_TOP, FRAME_BOTTOM, BOTTOM, SKIP = 0.66, 0.44, 0.2, 0.42, 0.14, 0.6, 0.1
+TITLE_PT, CODE_PT, SMALL_PT = 9, 8, 8
+FACE, EDGE, HIGHLIGHT, HIGHLIGHT_EDGE = "#f4f4f4", "#555555", "#ffcf70", "#c0392b"
+BADGE, SHAPE, LINE = "#2c3e50", "#1f5f8b", "#333333"
+
+
+def _diagram(kind: str) -> Diagram:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    return DIAGRAMS[kind]
+
+
+def _check_highlight(kind: str, highlight) -> set[str]:
+    if isinstance(highlight, str) or highlight is None:
+        names = () if highlight is None else (highlight,)
+    else:
+        try:
+            names = tuple(highlight)
+        except TypeError:
+            raise TypeError(f"highlight must be a part name or several, got {highlight!r}") from None
+    valid = parts_of(kind)
+    for name in names:
+        if name not in valid:
+            raise ValueError(f"highlight: {name!r} is not a part of kind {kind!r}; choose from {', '.join(valid)}")
+    return set(names)
+
+
+def _y(row: float) -> float:
+    return BOTTOM + row * PITCH
+
+
+def _edges(d: Diagram, box: Box) -> tuple[float, float, float, float]:
+    """A box's left, right, bottom and top, in inches."""
+    x, w, _ = d.columns[box.column]
+    return x - w / 2, x + w / 2, _y(box.row) - BOX_H / 2, _y(box.row) + BOX_H / 2
+
+
+def _frame_edges(d: Diagram, f: Frame) -> tuple[float, float, float, float]:
+    x, w, _ = d.columns[f.column]
+    return (x - w / 2 - FRAME_PAD, x + w / 2 + FRAME_PAD, _y(f.first) - BOX_H / 2 - FRAME_BOTTOM,
+            _y(f.last) + BOX_H / 2 + FRAME_TOP)
+
+
+def _badge(ax, x: float, top: float, notebook: str) -> None:
+    """The notebook's tab, sitting on the top edge of a box or frame (above its text)."""
+    ax.text(x, top + 0.045, notebook, ha="center", va="center", fontsize=SMALL_PT, fontweight="bold", color="white",
+            bbox=dict(boxstyle="round,pad=0.2", facecolor=BADGE, edgecolor="none"), zorder=5)
+
+
+def _arrow(ax, points, color=LINE, both=False, dashed=False, lw=1.1) -> None:
+    """A polyline through `points` with a head at the end (and at the start when `both`)."""
+    style = "--" if dashed else "-"
+    head = dict(color=color, lw=lw, linestyle=style, shrinkA=0, shrinkB=0, mutation_scale=11)
+    if len(points) > 2:
+        ax.plot(*zip(*points[:-1]), style, color=color, lw=lw, zorder=1)
+    ax.annotate("", xy=points[-1], xytext=points[-2], zorder=2,
+                arrowprops=dict(arrowstyle="<|-|>" if both and len(points) == 2 else "-|>", **head))
+    if both and len(points) > 2:
+        ax.annotate("", xy=points[0], xytext=points[1], zorder=2, arrowprops=dict(arrowstyle="-|>", **head))
+
+
+def _draw_frame(ax, d: Diagram, f: Frame) -> None:
+    """The dashed N× frame; its title and course object left of the upward arrow, its tab on the right."""
+    left, right, bottom, top = _frame_edges(d, f)
+    ax.add_patch(Rectangle((left, bottom), right - left, top - bottom, facecolor="#fbfbfb", edgecolor="#888888",
+                           lw=1, linestyle=(0, (4, 2)), zorder=0))
+    ax.text(left + 0.1, top - 0.13, f.title, ha="left", va="center", fontsize=TITLE_PT, fontweight="bold")
+    ax.text(left + 0.1, top - 0.3, f.code, ha="left", va="center", fontsize=CODE_PT, family="monospace")
+    _badge(ax, right - 0.25, top, f.notebook)
+
+
+def _draw_box(ax, d: Diagram, box: Box, lit: bool, shapes: bool) -> None:
+    x, _, side = d.columns[box.column]
+    if not box.code:  # an input or output: plain text
+        label = f"{box.title}\n{box.shape}" if shapes and box.shape else box.title
+        ax.text(x, _y(box.row), label, ha="center", va="center", fontsize=TITLE_PT, style="italic")
+        return
+    left, right, bottom, top = _edges(d, box)
+    patch = FancyBboxPatch((left, bottom), right - left, BOX_H, boxstyle="round,pad=0,rounding_size=0.06",
+                           facecolor=HIGHLIGHT if lit else FACE, edgecolor=HIGHLIGHT_EDGE if lit else EDGE,
+                           lw=2 if lit else 1, zorder=3, gid=f"box:{box.key}")
+    ax.add_patch(patch)
+    ax.text(x, _y(box.row) + 0.09, box.title, ha="center", va="center", fontsize=TITLE_PT, fontweight="bold",
+            zorder=4, gid=f"title:{box.key}")
+    ax.text(x, _y(box.row) - 0.1, box.code, ha="center", va="center", fontsize=CODE_PT, family="monospace",
+            zorder=4, gid=f"code:{box.key}")
+    _badge(ax, right - 0.25 if side else left + 0.25, top, box.notebook)  # away from the shape labels
+
+
+def _draw_flow(ax, d: Diagram, column: str, shaded: set, shapes: bool) -> None:
+    """The upward arrows of one column, their shapes, and the residual skips beside them."""
+    x, _, side = d.columns[column]
+    if not side:
+        return
+    boxes = {box.key: box for box in d.boxes}
+    frames = [_frame_edges(d, f) for f in d.frames if f.column == column]
+    stack = sorted((b for b in d.boxes if b.column == column), key=lambda b: b.row)
+    for low, high in zip(stack, stack[1:]):
+        start = _edges(d, low)[3] if low.code else _y(low.row) + (0.2 if shapes and low.shape else 0.1)
+        end = _edges(d, high)[2] if high.code else _y(high.row) - 0.1
+        _arrow(ax, [(x, start), (x, end)])
+        if shapes and low.shape and low.code:  # between the boxes, clear of any frame edge it crosses
+            mid = (start + end) / 2
+            for _, _, f_bottom, f_top in frames:
+                mid = (f_top + end) / 2 if start < f_top < end else (start + f_bottom) / 2 if start < f_bottom < end \
+                    else mid
+            ax.text(x - 0.1, mid, low.shape, ha="right", va="center", fontsize=SMALL_PT, color=SHAPE, zorder=4)
+        if high.skip_from:  # the residual: branch below the sub-layer, run beside it, join the add
+            left, right, bottom, _ = _edges(d, boxes[high.skip_from])
+            branch, join = bottom - 0.08, right if side > 0 else left
+            rail = join + side * SKIP
+            color = HIGHLIGHT_EDGE if "residual" in shaded else LINE
+            _arrow(ax, [(x, branch), (rail, branch), (rail, _y(high.row)), (join, _y(high.row))], color=color)
+            ax.plot([x], [branch], "o", color=color, ms=3.5, zorder=2)
+
+
+def _draw_link(ax, d: Diagram, link: Link, shaded: set, shapes: bool) -> None:
+    boxes = {box.key: box for box in d.boxes}
+    start, end = boxes[link.start], boxes[link.end]
+    s_left, s_right, _, s_top = _edges(d, start)
+    e_left, e_right, _, _ = _edges(d, end)
+    y0, y1 = _y(start.row), _y(end.row)
+    color = HIGHLIGHT_EDGE if shaded & set(link.parts or start.parts) else LINE
+    if link.style == "memory":  # up out of the encoder, across, into the cross-attention's side
+        x0, up, across = (s_left + s_right) / 2, s_top + FRAME_TOP + 0.25, e_left - 0.35
+        _arrow(ax, [(x0, s_top), (x0, up), (across, up), (across, y1 + 0.08), (e_left, y1 + 0.08)], color, lw=1.5)
+        label = f"{link.label}\n{link.shape}" if shapes and link.shape else link.label
+        ax.text((x0 + across) / 2 + 0.3, up + 0.05, label, ha="center", va="bottom", fontsize=SMALL_PT,
+                style="italic", color=color)
+    elif link.style == "tied":  # dashed, at the far right: the output layer reuses the embedding matrix
+        rail = max(s_right, e_right) + FRAME_PAD + 0.55
+        _arrow(ax, [(s_right, y0), (rail, y0), (rail, y1), (e_right, y1)], color, both=True, dashed=True)
+        ax.text(rail + 0.13, (y0 + y1) / 2, link.label, rotation=90, ha="center", va="center", fontsize=SMALL_PT,
+                color=color)
+    else:  # a side input, from the facing edges; it lands on the end box's half that faces the start
+        rightward = e_left > s_right
+        x0, x1 = (s_right, e_left) if rightward else (s_left, e_right)
+        _arrow(ax, [(x0, y0), (x1, y1 + max(-0.1, min(0.1, y0 - y1)))], color, both=link.style == "both")
+        if shapes and link.shape:
+            ax.text(x0, y0 - BOX_H / 2 - 0.03, link.shape, ha="right" if rightward else "left", va="top",
+                    fontsize=SMALL_PT, color=SHAPE)
+
+
+def plot_architecture(kind: str, highlight=(), ax=None, shapes: bool = False):
+    """Draw the whole model as a map: each box gives the paper's name, the course object in `shared` that
+    implements it, and (on its tab) the notebook that builds it.
+
+    kind: "encoder_decoder" (2017), "gpt" (GPT-2) or "modern" (Llama-style). highlight: a part name or several
+    to shade, e.g. ("attention", "masks"); `parts_of(kind)` lists them. shapes=True writes tensor shapes on the
+    arrows. Returns the figure (ax's figure when ax is given; that axes should be about DIAGRAMS[kind].size inches).
+    In a notebook write `fig = plot_architecture(...)`: a bare call on a cell's last line shows the figure twice.
+    """
+    d = _diagram(kind)
+    shaded = _check_highlight(kind, highlight)
+    check_bool("shapes", shapes)
+    if ax is None:
+        ax = plt.figure(figsize=d.size).add_axes((0, 0, 1, 1))
+    width, height = d.size
+    ax.set(xlim=(0, width), ylim=(0, height), aspect="equal")
+    ax.axis("off")
+    for frame in d.frames:
+        _draw_frame(ax, d, frame)
+    for box in d.boxes:
+        _draw_box(ax, d, box, bool(shaded & set(box.parts)), shapes)
+    for column in d.columns:
+        _draw_flow(ax, d, column, shaded, shapes)
+    for link in d.links:
+        _draw_link(ax, d, link, shaded, shapes)
+    ax.text(width / 2, height - 0.22, d.title, ha="center", va="center", fontsize=11, fontweight="bold")
+    options = ", ".join(f"{name}={value!r}" for name, value in (d.options or {}).items())
+    model = f"{d.model}({options})" if options else d.model
+    ax.text(width / 2, height - 0.42, textwrap.fill(f"{model}  (notebook {d.notebook})", 72, subsequent_indent="    "),
+            ha="center", va="top", multialignment="left", fontsize=CODE_PT, family="monospace")
+    key = "box: the paper's name / the course's code (in shared) · tab: the notebook that builds it"
+    ax.text(width / 2, 0.12, key + (f"\nshaded: {', '.join(sorted(shaded))}" if shaded else ""), ha="center",
+            va="bottom", fontsize=SMALL_PT, color="#444444")
+    return ax.figure
