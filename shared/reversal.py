@@ -151,11 +151,15 @@ class ReversalBatches:
     def sources(self, step: int) -> list[tuple[int, ...]]:
         """The digit sequences of batch number `step` (the same every time it is asked for)."""
         rng = random.Random(self.seed * 1_000_003 + step)
-        out = []
+        out, misses = [], 0
         while len(out) < self.batch_size:
             digits = random_digits(rng, self.min_len, self.max_len)
             if digits in self.exclude:
                 self.redrawn += 1
+                misses += 1
+                if misses > 1000 * self.batch_size:  # (almost) every source is excluded: never hang
+                    raise ValueError(f"exclude holds (almost) every source of {self.min_len}-{self.max_len} digits: "
+                                     f"{misses:,} draws in a row were excluded; shrink it or widen the lengths")
                 continue
             out.append(digits)
         return out

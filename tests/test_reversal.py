@@ -190,3 +190,10 @@ def test_train_splits_reversal_batches_into_micro_batches(arch):
         logged[micro] = history
     # lr 0: every step sees the same weights, so the token-weighted loss over the halves is the whole batch's
     assert logged[2].loss == pytest.approx(logged[1].loss, rel=1e-5) and logged[2].tokens == logged[1].tokens
+
+
+def test_batches_refuse_an_exclusion_set_that_leaves_no_source():
+    """Every 1-digit list excluded: a clear error instead of redrawing forever."""
+    every_list = [(d,) for d in range(10)]
+    with pytest.raises(ValueError, match="exclude holds"):
+        ReversalBatches("encoder_decoder", 4, exclude=every_list, min_len=1, max_len=1)(0)
