@@ -17,7 +17,15 @@ from torch import Tensor, nn
 from .kv_cache import KVCache
 from .masks import causal_mask, check_mask, combine_masks
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
-from .validation import check_divisible, check_dropout, check_float_tensor, check_positive_int, check_sequence, describe
+from .validation import (
+    check_divisible,
+    check_dropout,
+    check_float_tensor,
+    check_position_ids,
+    check_positive_int,
+    check_sequence,
+    describe,
+)
 
 
 def scaled_dot_product_attention(
@@ -134,8 +142,13 @@ class MultiHeadAttention(nn.Module):
             q, k = self.rope(q, positions), self.rope(k, positions)
         elif positions is not None and self.alibi_slopes is None:
             raise ValueError("positions is only used with rope=True or alibi=True")
-        if positions is not None and self.alibi_slopes is not None and cache is not None:
-            raise ValueError("alibi=True with a cache takes the default positions: pass positions=None")
+        if positions is not None and self.alibi_slopes is not None:
+            if cache is not None:
+                raise ValueError("alibi=True with a cache takes the default positions: pass positions=None")
+            if check_position_ids("positions", positions).size(-1) != q.size(2) or (
+                    positions.dim() == 2 and positions.size(0) != q.size(0)):
+                raise ValueError(f"positions must be (T={q.size(2)},) or (B={q.size(0)}, T), "
+                                 f"got {tuple(positions.shape)}")
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H_kv, T_past + T_k, d_k): the cache stores only the KV heads
         n_rep = self.n_heads // self.n_kv_heads

@@ -145,3 +145,13 @@ def test_mask_builders_reject_bad_arguments():
         decoder_mask(torch.zeros(2, 0, dtype=torch.long), 0)
     with pytest.raises(ValueError, match=r"tgt must be a \(B, T\) integer tensor"):
         decoder_mask(torch.ones(2, 3), 0)
+
+
+def test_alibi_positions_are_checked_like_ropes():
+    """Position ids of the wrong length would silently drop the distance penalty (a (1,) id broadcasts)."""
+    mha = MultiHeadAttention(8, 2, alibi=True).eval()
+    x = torch.randn(2, 5, 8)
+    for bad in (torch.tensor([0]), torch.zeros(3, 5, dtype=torch.long), torch.arange(5.0)):
+        with pytest.raises((ValueError, TypeError), match="positions"):
+            mha(x, positions=bad)
+    assert torch.allclose(mha(x, positions=torch.arange(5))[0], mha(x)[0])  # the default ids, given explicitly
