@@ -7,7 +7,8 @@ checks this):
 - the model, which imports nothing but the base's `validation`: `masks`, `positions`, `norms`, `kv_cache`,
   `attention` (fused), `explicit_attention` (per head), `layers`, `transformer` (encoder-decoder), `gpt`;
 - training: `training` (loss, schedules, the loop), `checkpoint`, `distributed`;
-- the tasks: `reversal` (list reversal), `lengthgen` (length generalisation), `shakespeare` (characters);
+- the tasks: `reversal` (list reversal), `lengthgen` (length generalisation), `shakespeare` (characters),
+  `addition` (the capstone of notebook 12);
 - generation: `generation.seq2seq` (a source in, its answer out) and `generation.lm` (continue a prompt);
 - tools: `plotting`, `architecture` (the map of the whole model), `debug`;
 - the teaching layer, which nothing else imports: `exercises` (checkers and their feedback) and `explorers`

@@ -1,4 +1,4 @@
-"""Exercise checkers for notebooks 01-11: `check_<name>(your_function) -> bool`, with friendly feedback.
+"""Exercise checkers for notebooks 01-12: `check_<name>(your_function) -> bool`, with friendly feedback.
 
 Each checker runs your function on seeded random and edge-case inputs (tiny sizes, T=1, fully masked rows,
 ties, p=1.0, k=1, ...), compares it with the course's reference and prints which case differs and why, with
@@ -23,6 +23,7 @@ from .block import (  # 05
     check_layer_norm,
     check_sublayer_connection,
 )
+from .capstone import check_addition_model, greedy_answers  # 12
 from .distributed import check_average_gradients, check_shard_for_rank  # 11
 from .generation import (  # 06, 08
     check_decoder_inputs,
@@ -55,6 +56,8 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "09": [check_rope_one_head, check_alibi_slopes, check_randomized_positions],
     "10": [check_rms_norm, check_swiglu, check_repeat_kv],
     "11": [check_shard_for_rank, check_average_gradients],
+    "12": [check_addition_model],  # takes a trained model, not a function
 }
 
-__all__ = [name for name in dir() if name.startswith("check_")] + ["CHECKERS", "reference_multi_head_attention"]
+__all__ = [name for name in dir() if name.startswith("check_")] + ["CHECKERS", "greedy_answers",
+                                                                     "reference_multi_head_attention"]
