@@ -1,11 +1,13 @@
-"""Strip execution timestamps and other run-to-run metadata from notebooks; outputs are kept.
+"""Strip execution timestamps and other run-to-run metadata from notebooks; store figures compactly.
 
 `jupyter nbconvert --execute` records when each cell ran (cell metadata `execution`, with `iopub.*` and
 `shell.*` times); Jupyter extensions add `ExecuteTime`. They change on every run and only add diff noise.
-Run this after executing a notebook:
+Figures (PNG outputs) are re-encoded with a palette of at most 256 colours when that makes them at least 10 %
+smaller: plots use few colours, so they look the same at a third of the size or less, which keeps notebooks under
+~500 KB. Run this after executing a notebook:
 
     python ci/clean_notebook.py notebooks/01_scaled_dot_product_attention.ipynb ...
-    python ci/clean_notebook.py --check notebooks/*.ipynb   # exit 1 if any notebook still holds them
+    python ci/clean_notebook.py --check notebooks/*.ipynb   # exit 1 if any notebook is not clean
 
 A unit test (tests/test_clean_notebook.py) checks that no tracked notebook stores them.
 """
@@ -13,6 +15,9 @@ A unit test (tests/test_clean_notebook.py) checks that no tracked notebook store
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
+import io
 import json
 import pathlib
 import sys
@@ -51,15 +56,61 @@ def cleaned(nb: dict) -> dict:
     return nb
 
 
+def compact_png(data: str) -> str:
+    """One base64 PNG re-encoded with an adaptive palette (<= 256 colours, no dithering) if that saves >= 10 %.
+
+    Returns the input unchanged when it is already a palette image, has transparency, or would not shrink, so a
+    second pass changes nothing.
+    """
+    from PIL import Image  # matplotlib's own dependency
+
+    raw = base64.b64decode("".join(data) if isinstance(data, list) else data)
+    image = Image.open(io.BytesIO(raw))
+    if image.mode not in ("RGB", "RGBA") or (image.mode == "RGBA" and image.getextrema()[3][0] < 255):
+        return data
+    palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG", optimize=True)
+    if len(buffer.getvalue()) > 0.9 * len(raw):
+        return data
+    return base64.b64encode(buffer.getvalue()).decode("ascii") + "\n"
+
+
+def compact_images(nb: dict) -> int:
+    """Re-encode every PNG output of the notebook in place with `compact_png`; returns how many changed."""
+    changed = 0
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if "image/png" in data:
+                try:
+                    new = compact_png(data["image/png"])
+                except (binascii.Error, OSError, ValueError) as err:
+                    raise ValueError(f"cell {cell.get('id')}: stored image/png is not a readable PNG ({err})") from err
+                if new is not data["image/png"]:
+                    data["image/png"] = new
+                    changed += 1
+    return changed
+
+
+def uncompacted_images(nb: dict) -> list[str]:
+    """Cells holding a PNG that `compact_png` would still shrink, as 'cell N' strings (empty when compact)."""
+    return [f"cell {index}" for index, cell in enumerate(nb.get("cells", []))
+            for output in cell.get("outputs", []) if "image/png" in output.get("data", {})
+            and compact_png(output["data"]["image/png"]) is not output["data"]["image/png"]]
+
+
 def dumps(nb: dict) -> str:
     """The notebook as JSON in the repository's style (the style Jupyter itself writes)."""
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
 def clean_file(path: pathlib.Path) -> bool:
-    """Clean one notebook file in place; True if the file changed."""
+    """Clean one notebook file in place (metadata and figures); True if the file changed."""
     text = path.read_text(encoding="utf-8")
-    new = dumps(cleaned(json.loads(text)))
+    nb = cleaned(json.loads(text))
+    compact_images(nb)
+    new = dumps(nb)
     if new != text:
         path.write_text(new, encoding="utf-8")
         return True
@@ -76,10 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         if path.suffix != ".ipynb" or not path.is_file():
             parser.error(f"notebooks: expected existing .ipynb files, got {path}")
         if args.check:
-            found = volatile_keys(json.loads(path.read_text(encoding="utf-8")))
-            if found:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+            found, images = volatile_keys(nb), uncompacted_images(nb)
+            if found or images:
                 dirty += 1
-                print(f"{path}: {len(found)} volatile keys, e.g. {found[0]}")
+                example = (found + images)[0]
+                print(f"{path}: {len(found)} volatile keys, {len(images)} figures to compact, e.g. {example}")
         elif clean_file(path):
             print(f"cleaned {path}")
     return 1 if dirty else 0

@@ -86,6 +86,56 @@ def test_bad_input_is_rejected(bad):
         clean.cleaned(bad)
 
 
+def figure_png(transparent: bool = False) -> str:
+    """A small matplotlib figure as the base64 PNG a notebook stores (RGBA, like the inline backend writes)."""
+    import base64
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2), dpi=80)
+    ax.imshow([[i * j for j in range(16)] for i in range(16)], cmap="viridis")
+    ax.plot(range(16), color="tab:red")
+    ax.set_title("a heatmap and a line")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", transparent=transparent)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii") + "\n"
+
+
+def test_figures_are_compacted_once_and_keep_their_size_and_look():
+    import base64
+    import io
+
+    from PIL import Image, ImageChops
+
+    original = figure_png()
+    nb = executed_notebook()
+    nb["cells"][1]["outputs"].append({"output_type": "display_data", "metadata": {},
+                                      "data": {"image/png": original, "text/plain": ["<Figure>"]}})
+    assert clean.uncompacted_images(nb) == ["cell 1"]
+    assert clean.compact_images(nb) == 1
+    new = nb["cells"][1]["outputs"][1]["data"]["image/png"]
+    assert len(new) < 0.9 * len(original)
+    before, after = (Image.open(io.BytesIO(base64.b64decode(x))) for x in (original, new))
+    assert after.mode == "P" and after.size == before.size
+    diff = ImageChops.difference(before.convert("RGB"), after.convert("RGB"))
+    assert max(high for _, high in diff.getextrema()) <= 48  # nearest palette colour, no dithering noise
+    assert clean.uncompacted_images(nb) == [] and clean.compact_images(nb) == 0  # idempotent
+
+
+def test_transparent_figures_and_broken_images():
+    transparent = figure_png(transparent=True)
+    assert clean.compact_png(transparent) is transparent  # a palette would lose the alpha channel
+    nb = executed_notebook()
+    nb["cells"][1]["outputs"].append({"output_type": "display_data", "metadata": {},
+                                      "data": {"image/png": "bm90IGEgcG5n\n"}})  # "not a png"
+    with pytest.raises(ValueError, match="cell b"):
+        clean.compact_images(nb)
+
+
 def test_no_tracked_notebook_stores_execution_timestamps():
     listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True,
                             check=True).stdout.split()
@@ -95,3 +145,12 @@ def test_no_tracked_notebook_stores_execution_timestamps():
              for p in paths if p.is_file()}
     dirty = {name: keys[:1] for name, keys in dirty.items() if keys}
     assert not dirty, f"run: python ci/clean_notebook.py {' '.join(dirty)}"
+
+
+def test_no_tracked_notebook_stores_an_uncompacted_figure():
+    listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    paths = [ROOT / name for name in listed if ".ipynb_checkpoints" not in pathlib.Path(name).parts]
+    loose = [p.relative_to(ROOT).as_posix() for p in paths
+             if p.is_file() and clean.uncompacted_images(json.loads(p.read_text(encoding="utf-8")))]
+    assert not loose, f"run: python ci/clean_notebook.py {' '.join(loose)}"
