@@ -5,6 +5,13 @@ path and still assert their results. Set COURSE_FAST=0 to execute the notebooks 
 """
 
 import os
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent
+CHINESE = ROOT / "notebooks" / "zh"
+# The Chinese edition's code is the English notebooks' code (tests/test_translation.py proves it), so one Chinese
+# notebook runs under nbval, to show that a generated file executes; the others are not collected.
+CHINESE_EXECUTED = {CHINESE / "01_scaled_dot_product_attention.ipynb"}
 
 os.environ.setdefault("COURSE_FAST", "1")  # kernels started by nbval inherit this
 # pytest runs two test files at a time (-n 2 in pyproject.toml): one thread each keeps two kernels from
@@ -17,3 +24,12 @@ def pytest_collectstart(collector):
     if collector.fspath and collector.fspath.ext == ".ipynb":
         collector.skip_compare += ("text/html", "application/javascript", "stderr",
                                    "application/vnd.jupyter.widget-view+json")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """Collect no notebook of notebooks/zh/ but CHINESE_EXECUTED, unless it is named on the command line."""
+    path = pathlib.Path(collection_path).resolve()
+    if path.suffix != ".ipynb" or CHINESE not in path.parents or path in CHINESE_EXECUTED:
+        return None
+    named = {pathlib.Path(arg.split("::")[0]).resolve() for arg in config.args}
+    return None if path in named else True

@@ -1,7 +1,9 @@
 """Write the "Open in Colab" badge and the setup cell into every notebook, from one template.
 
 The repository URL is set in one place, `[project.urls] Repository` in pyproject.toml; this script copies
-it into each notebook's badge and setup cell. Run it after changing the URL or the template:
+it into each notebook's badge and setup cell. The Chinese edition (notebooks/zh/, written by ci/translate.py)
+gets the same badge in Chinese and the same setup code with its comments in Chinese (SETUP_TEMPLATE_ZH; a test
+checks that the code without comments is identical). Run it after changing the URL or the templates:
 
     python ci/notebook_header.py          # rewrite the notebooks
     python ci/notebook_header.py --check  # exit 1 if any notebook is out of date (a unit test does this)
@@ -38,6 +40,44 @@ from shared.runtime import choose, fast_mode, setup
 device = setup(seed=0)
 FAST = fast_mode()'''
 
+SETUP_TEMPLATE_ZH = '''\
+# 环境准备。在 Colab 上：克隆课程仓库并安装（保留 Colab 自带的 PyTorch）。在本地克隆或已安装的环境中：
+# 只需让 `shared` 可以导入。然后设置随机种子、选择设备，并打印本次运行所用的配置。
+import pathlib, subprocess, sys
+
+REPO_URL = "{repo_url}"
+IN_COLAB = "google.colab" in sys.modules
+COURSE = pathlib.Path("/content/course") if IN_COLAB else pathlib.Path.cwd()
+if IN_COLAB and not (COURSE / "shared").exists():  # 只在 Colab 上执行；重复运行也无妨
+    subprocess.run(["git", "clone", "--depth", "1", REPO_URL, str(COURSE)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", str(COURSE)], check=True)
+for folder in (COURSE, *COURSE.parents):  # 仓库根目录就是包含 shared/ 的那个目录
+    if (folder / "shared" / "__init__.py").exists():
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        break
+from shared.runtime import choose, fast_mode, setup
+device = setup(seed=0)
+FAST = fast_mode()'''
+BADGE_ALT = {"en": "Open In Colab", "zh": "在 Colab 中打开"}
+
+
+def _relative(notebook: pathlib.Path) -> pathlib.PurePosixPath:
+    """The notebook's path inside the repository (a relative path is taken as one already)."""
+    rel = notebook.resolve().relative_to(ROOT) if notebook.is_absolute() else notebook
+    return pathlib.PurePosixPath(rel.as_posix())
+
+
+def language(notebook: pathlib.Path) -> str:
+    """'zh' for a notebook of the Chinese edition (under notebooks/zh/), else 'en'."""
+    return "zh" if _relative(notebook).parts[:2] == ("notebooks", "zh") else "en"
+
+
+def setup_source(notebook: pathlib.Path, url: str) -> str:
+    """The setup cell's code for this notebook: the one template, its comments in the notebook's language."""
+    template = SETUP_TEMPLATE_ZH if language(notebook) == "zh" else SETUP_TEMPLATE
+    return template.format(repo_url=url)
+
 
 def repo_url() -> str:
     """The repository URL from pyproject.toml ([project.urls] Repository)."""
@@ -51,9 +91,10 @@ def repo_url() -> str:
 def badge_source(notebook: pathlib.Path, url: str) -> str:
     """Markdown for the badge that opens this notebook in Colab straight from the repository."""
     owner_repo = url.removeprefix("https://github.com/")
-    rel = notebook.resolve().relative_to(ROOT).as_posix()
+    rel = _relative(notebook).as_posix()
     link = f"https://colab.research.google.com/github/{owner_repo}/blob/main/{rel}"
-    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
+    alt = BADGE_ALT[language(notebook)]
+    return f"[![{alt}](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
 
 
 def _cell(cell_type: str, source: str, tags=()) -> dict:
@@ -65,7 +106,11 @@ def _cell(cell_type: str, source: str, tags=()) -> dict:
 
 def updated(notebook: pathlib.Path, url: str) -> dict:
     """The notebook with its badge cell and setup cell set from the templates (outputs kept)."""
-    nb = json.loads(notebook.read_text())
+    return with_header(json.loads(notebook.read_text()), notebook, url)
+
+
+def with_header(nb: dict, notebook: pathlib.Path, url: str) -> dict:
+    """Set the badge cell and the setup cell of notebook dict `nb`, stored at path `notebook` (changed in place)."""
     cells = nb["cells"]
     badge = badge_source(notebook, url)
     if cells and BADGE_TAG in cells[0].get("metadata", {}).get("tags", []):
@@ -76,7 +121,7 @@ def updated(notebook: pathlib.Path, url: str) -> dict:
     setup_cell = next((c for c in cells if c["cell_type"] == "code"), None)
     if setup_cell is None:
         raise SystemExit(f"{notebook} has no code cell to use as its setup cell")
-    setup_cell["source"] = _lines(SETUP_TEMPLATE.format(repo_url=url))
+    setup_cell["source"] = _lines(setup_source(notebook, url))
     return nb
 
 
@@ -90,7 +135,8 @@ def _as_text(nb: dict) -> list[str]:
 
 
 def notebooks() -> list[pathlib.Path]:
-    """The course notebooks and solutions; JupyterLab's `.ipynb_checkpoints/` copies are not course notebooks."""
+    """The course notebooks and solutions, English and Chinese (notebooks/zh/); JupyterLab's `.ipynb_checkpoints/`
+    copies are not course notebooks."""
     found = (ROOT / "notebooks").rglob("[0-9][0-9]_*.ipynb")
     return sorted(p for p in found if ".ipynb_checkpoints" not in p.parts)
 

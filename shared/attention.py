@@ -18,6 +18,8 @@ from .kv_cache import KVCache
 from .masks import causal_mask, check_mask, combine_masks
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
 from .validation import (
+    check_bool,
+    check_broadcasts,
     check_divisible,
     check_dropout,
     check_float_tensor,
@@ -34,11 +36,12 @@ def scaled_dot_product_attention(
     """softmax(q k^T / sqrt(d_k) + bias) v, returning (output (..., T_q, d_v), weights (..., T_q, T_k)).
 
     bias: an optional float tensor broadcastable to the scores (ALiBi's distance penalty), added before masking.
+    dropout_p: the probability in [0, 1) of dropping each weight (training only: the caller passes 0 in eval).
 
     Masked positions get exactly zero weight; a fully masked row gives zero weights and a zero output
     (finite in fp32, fp16 and bf16), matching `torch.nn.functional.scaled_dot_product_attention`.
     """
-    _check_qkv(q, k, v)
+    _check_qkv(q, k, v, dropout_p, bias)
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if bias is not None:
@@ -81,7 +84,7 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: int | None = None, fused_qkv: bool = False, alibi: bool = False,
     ) -> None:
         super().__init__()
-        _check_heads(d_model, n_heads, dropout)
+        _check_heads(d_model, n_heads, dropout, bias)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or isinstance(n_kv_heads, bool) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive int that divides n_heads={n_heads}, got {n_kv_heads!r}")
@@ -129,8 +132,10 @@ class MultiHeadAttention(nn.Module):
                 *, causal: bool = False, need_weights: bool = False, cache: KVCache | None = None,
                 positions: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """positions: (T,) or (B, T) ints, the new tokens' positions for RoPE/ALiBi (default: after the cache)."""
-        if (self.rope is not None or self.alibi_slopes is not None) and key is not None and key is not query:
-            raise ValueError("rope=True / alibi=True apply to self-attention only: call with key=None (or key=query)")
+        cross = key is not None and key is not query
+        if cross and (self.rope is not None or self.alibi_slopes is not None or cache is not None):
+            raise ValueError("rope=True, alibi=True and cache apply to self-attention only (a cache appends the new "
+                             "tokens' keys; cross-attention's memory is not new tokens): call with key=None")
         key = query if key is None else key
         value = key if value is None else value
         _check_inputs(query, key, value, self.d_model)
@@ -145,20 +150,18 @@ class MultiHeadAttention(nn.Module):
         if positions is not None and self.alibi_slopes is not None:
             if cache is not None:
                 raise ValueError("alibi=True with a cache takes the default positions: pass positions=None")
-            if check_position_ids("positions", positions).size(-1) != q.size(2) or (
-                    positions.dim() == 2 and positions.size(0) != q.size(0)):
-                raise ValueError(f"positions must be (T={q.size(2)},) or (B={q.size(0)}, T), "
-                                 f"got {tuple(positions.shape)}")
+            check_position_ids("positions", positions, q.size(2), q.size(0), of="the input")  # (T,) or (B, T)
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H_kv, T_past + T_k, d_k): the cache stores only the KV heads
         n_rep = self.n_heads // self.n_kv_heads
         T_q, T_k = q.size(2), k.size(2)
         fused_kernel = self.alibi_slopes is None and not need_weights and causal and mask is None and T_q == T_k
-        if not fused_kernel:  # the fused kernel reads the shared KV heads itself (enable_gqa): no copies
+        if not fused_kernel:  # torch documents enable_gqa for CUDA only (experimental): with a mask, copy KV heads
             k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # (B, H, T_k, d_k): each KV head serves n_rep queries
         dropout_p = self.dropout if self.training else 0.0
         if mask is not None:
             check_mask(mask, (q.size(0), self.n_heads, T_q, T_k))
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))  # 4-D: (B | 1, H | 1, T_q | 1, T_k)
         bias = None
         if self.alibi_slopes is not None:  # keys sit at 0..T_k-1, the new queries at the last T_q of them
             k_pos = positions if positions is not None else torch.arange(T_k, device=q.device)  # (T_k,) or (B, T_k)
@@ -181,20 +184,25 @@ class MultiHeadAttention(nn.Module):
         return self.w_o(self.merge_heads(out)), weights  # (B, T_q, d_model)
 
 
-def _check_heads(d_model: int, n_heads: int, dropout: float) -> None:
+def _check_heads(d_model: int, n_heads: int, dropout: float, bias: bool) -> None:
     check_positive_int("d_model", d_model)
     check_positive_int("n_heads", n_heads)
     check_divisible(d_model, n_heads)
     check_dropout("dropout", dropout)
+    check_bool("bias", bias)
 
 
-def _check_qkv(q, k, v) -> None:
+def _check_qkv(q, k, v, dropout_p, bias) -> None:
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_float_tensor(name, x, min_dim=2)  # (..., T, d)
     if q.size(-1) != k.size(-1):
         raise ValueError(f"q and k must share their last dim d_k, got {q.size(-1)} and {k.size(-1)}")
     if k.size(-2) != v.size(-2):
         raise ValueError(f"k and v must have the same length T_k, got {k.size(-2)} and {v.size(-2)}")
+    check_dropout("dropout_p", dropout_p)
+    if bias is not None:  # the scores' shape: the batch dims of q and k broadcast, then (T_q, T_k)
+        scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))
+        check_broadcasts("bias", check_float_tensor("bias", bias), scores_shape, "the attention scores (..., T_q, T_k)")
 
 
 def _check_inputs(query, key, value, d_model: int) -> None:

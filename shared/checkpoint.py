@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .files import atomic_write
 from .history import History
-from .validation import check_weights_only
+from .validation import check_weights_only, describe
 
 FORMAT = 1
 
@@ -97,18 +97,29 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict | torch.Tensor) -> None:
-    """Restore what `rng_state()` returned (a bare tensor, from older checkpoints, is the torch CPU state)."""
+    """Restore what `rng_state()` returned (a bare tensor, from older checkpoints, is the torch CPU state).
+
+    Each state may sit on any device (a checkpoint loaded with map_location="cuda" puts it on the GPU): the
+    setters take a CPU uint8 tensor, so it is copied there first. A state that is not a uint8 tensor raises.
+    """
     if isinstance(state, torch.Tensor):
-        torch.set_rng_state(state)
+        torch.set_rng_state(_byte_state("the random state", state))
         return
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(_byte_state("rng['torch']", state["torch"]))
     if state.get("cuda") is not None and torch.cuda.is_available():
         # device i gets device i's state; a machine with fewer (or more) GPUs restores those both have
         for i, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state, device=i)
+            torch.cuda.set_rng_state(_byte_state(f"rng['cuda'][{i}]", cuda_state), device=i)
     if state.get("python") is not None:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
+
+
+def _byte_state(name: str, state) -> torch.Tensor:
+    """`state` as the CPU uint8 tensor that torch's random-state setters take; TypeError naming `name` otherwise."""
+    if not isinstance(state, torch.Tensor) or state.dtype != torch.uint8:
+        raise TypeError(f"{name} must be a uint8 tensor, as torch.get_rng_state() returns, got {describe(state)}")
+    return state.cpu()  # a copy when it was on the GPU (map_location="cuda"); the tensor itself when on the CPU
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:

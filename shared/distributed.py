@@ -156,10 +156,14 @@ def all_reduce_max(value: float) -> float:
 
 
 def auto_precision(device_type: str, bf16_supported: bool) -> str:
-    """The default: bf16 where the device has it (CPU, Ampere+ GPUs), fp16 on older GPUs, fp32 elsewhere."""
-    if device_type == "cpu" or (device_type == "cuda" and bf16_supported):
-        return "bf16"
-    return "fp16" if device_type == "cuda" else "fp32"
+    """What 'auto' picks: on CUDA bf16 where the GPU supports it (Ampere and later), else fp16; fp32 elsewhere.
+
+    CPUs get fp32 even where autocast accepts bf16: a CPU without native bf16 instructions runs bf16 matmuls
+    several times slower than fp32 (notebook 11 measures it), and there is no memory to save that matters.
+    """
+    if device_type != "cuda":
+        return "fp32"
+    return "bf16" if bf16_supported else "fp16"
 
 
 class Precision:
@@ -217,9 +221,12 @@ def backward_micro_batches(
 ) -> tuple[Tensor, int]:
     """Forward and backward over `micro_batches` equal slices of `batch`, summing gradients.
 
-    Each micro-loss is divided by micro_batches, so the gradient equals one pass over the whole batch
-    (when the slices hold equal token counts). Under DDP, every micro-step but the last runs inside
-    model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
+    Each micro-batch's mean loss is divided by micro_batches: every micro-batch weighs 1 / micro_batches,
+    whatever its token count. The gradient equals that of one pass over the whole batch when the slices
+    hold equal token counts (e.g. full blocks of text); when they do not, a token in a slice with fewer
+    tokens weighs more (slices of 10 and 30 tokens: 1/20 and 1/60 per token, against 1/40 each for the
+    whole batch). DDP weighs ranks the same way: it averages their gradients. Under DDP, every micro-step
+    but the last runs inside model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
     Returns (sum over micro-batches of loss * tokens, detached; total tokens). A micro-batch without tokens
     (every target ignored: its mean loss is NaN) adds 0, not NaN.
     """

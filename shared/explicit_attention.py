@@ -40,7 +40,7 @@ class ExplicitMultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        _check_heads(d_model, n_heads, dropout)
+        _check_heads(d_model, n_heads, dropout, bias)
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, bias) for _ in range(n_heads))

@@ -122,8 +122,9 @@ class GPT(nn.Module):
 
         positions: optional (T,) or (B, T) position ids of the tokens (default offset..offset+T-1, or in
         training with randomized_positions a sorted random draw from 0..n_positions-1).
+        Checking that every id is below vocab_size costs a min/max reduction over the tokens.
         """
-        check_tokens("tokens", tokens)
+        check_tokens("tokens", tokens, self.config.vocab_size)
         if caches is not None and len(caches) != len(self.blocks):
             raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), got {len(caches)}")
         offset = len(caches[0]) if caches else 0

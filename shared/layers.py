@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .kv_cache import KVCache
 from .norms import make_norm
-from .validation import check_positive_int
+from .validation import check_bool, check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
 
@@ -42,7 +42,8 @@ class FeedForward(nn.Module):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
-        self.linear1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.linear1 = nn.Linear(check_positive_int("d_model", d_model), check_positive_int("d_ff", d_ff),
+                                 bias=check_bool("bias", bias))  # d_ff=0 would build empty matrices silently
         self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
         self.activation = ACTIVATIONS[activation]()
         self.dropout = nn.Dropout(dropout)

@@ -15,8 +15,8 @@ from torch import Tensor, nn
 
 from .gpt import GPT
 from .history import History
-from .reversal import ARCHS, BOS, EOS, ReversalBatches, encode_digits, loss_for, make_model
-from .runtime import seed_everything
+from .reversal import ARCHS, BOS, EOS, ReversalBatches, check_sources, encode_digits, loss_for, make_model
+from .runtime import eval_mode, seed_everything
 from .training import train, warmup_cosine
 from .transformer import Transformer
 from .validation import check_int, check_positive_int, check_tokens
@@ -132,15 +132,16 @@ def teacher_forced_match(model: nn.Module, sources: Sequence[Sequence[int]], tar
     One teacher-forced pass instead of a decoding loop: greedy output equals the target exactly when the
     argmax at every answer position (EOS included) is the target token, since then each step is fed the
     token greedy decoding would have chosen. Sources of one length share a batch (no padding).
+    `model` is a course Transformer or GPT, run in eval mode (it gets its own mode back); `sources` a
+    non-empty list of digit lists, each short enough for the model's positions (see `check_sources`).
     """
-    targets = [list(s)[::-1] for s in sources] if targets is None else [list(t) for t in targets]
+    sources = check_sources(sources, model)
+    targets = [s[::-1] for s in sources] if targets is None else check_sources(targets, model, "targets")
     if len(targets) != len(sources) or any(len(t) != len(s) for s, t in zip(sources, targets)):
         raise ValueError("targets must give one digit list per source, of the same length")
-    was_training = model.training
-    model.eval()
     device = next(model.parameters()).device
     out = torch.zeros(len(sources), dtype=torch.bool)
-    try:
+    with eval_mode(model):
         for length in sorted({len(s) for s in sources}):
             rows = [i for i, s in enumerate(sources) if len(s) == length]
             src = torch.tensor([encode_digits(sources[i]) for i in rows], device=device)  # (b, n)
@@ -153,13 +154,21 @@ def teacher_forced_match(model: nn.Module, sources: Sequence[Sequence[int]], tar
             else:
                 logits = model(torch.cat([bos, src, eos, tgt], dim=1))[:, length + 1 :]  # (b, n + 1, V)
             out[rows] = (logits.argmax(dim=-1) == answer).all(dim=1).cpu()
-    finally:
-        model.train(was_training)
     return out
 
 
 def accuracy_by_length(model: nn.Module, test_sets: dict) -> dict:
-    """{length: exact match of greedy decoding on that length's lists} (computed by `teacher_forced_match`)."""
+    """{length: exact match of greedy decoding on that length's lists} (computed by `teacher_forced_match`).
+
+    test_sets: {length: non-empty list of digit lists of that length}, as `length_test_sets` returns.
+    """
+    if not isinstance(test_sets, dict) or not test_sets:
+        raise ValueError(f"test_sets must be a non-empty dict {{length: digit lists}}, got {test_sets!r:.80}")
+    for length, sources in test_sets.items():
+        check_positive_int("test_sets: each length", length)
+        wrong = [s for s in check_sources(sources, model, f"test_sets[{length}]") if len(s) != length]
+        if wrong:
+            raise ValueError(f"test_sets[{length}] must hold lists of {length} digits, got {wrong[0]}")
     return {length: teacher_forced_match(model, list(sources)).sum().item() / len(sources)
             for length, sources in test_sets.items()}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .validation import check_int, check_positive_int, check_tokens
+from .validation import check_broadcasts, check_int, check_positive_int, check_tokens
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
@@ -53,15 +53,4 @@ def check_mask(mask: Tensor, scores_shape: tuple[int, ...] | None = None, name: 
     if mask.dim() > 4:
         raise ValueError(f"{name} must have at most 4 dims (B, H, T_q, T_k), got shape {tuple(mask.shape)}")
     if scores_shape is not None:
-        try:
-            torch.broadcast_shapes(mask.shape, scores_shape)
-        except RuntimeError:
-            raise ValueError(
-                f"{name} of shape {tuple(mask.shape)} cannot broadcast to the attention scores "
-                f"(B, H, T_q, T_k) = {tuple(scores_shape)}"
-            ) from None
-        if torch.broadcast_shapes(mask.shape, scores_shape) != torch.Size(scores_shape):
-            raise ValueError(
-                f"{name} of shape {tuple(mask.shape)} would enlarge the attention scores "
-                f"(B, H, T_q, T_k) = {tuple(scores_shape)}"
-            )
+        check_broadcasts(name, mask, scores_shape, "the attention scores (B, H, T_q, T_k)")

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .validation import check_float_tensor, check_positive_int, describe
+from .validation import check_bool, check_float_tensor, check_optional_positive_number, check_positive_int, describe
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -23,10 +23,8 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float | None = 1e-5) -> None:
         super().__init__()
-        check_positive_int("d_model", d_model)
-        if eps is not None and not (isinstance(eps, (int, float)) and eps >= 0):
-            raise ValueError(f"eps must be a number >= 0 or None, got {eps!r}")
-        self.d_model, self.eps = d_model, eps
+        self.d_model = check_positive_int("d_model", d_model)
+        self.eps = check_optional_positive_number("eps", eps)  # inf would zero every output, nan make it nan
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain g, one per channel
 
     def forward(self, x: Tensor) -> Tensor:
@@ -41,7 +39,7 @@ class RMSNorm(nn.Module):
 def make_norm(kind: str, d_model: int, bias: bool = True) -> nn.Module:
     """'layernorm' -> nn.LayerNorm (with or without its bias), 'rmsnorm' -> RMSNorm; (..., d_model) -> same."""
     if kind == "layernorm":
-        return nn.LayerNorm(d_model, bias=bias)
+        return nn.LayerNorm(d_model, bias=check_bool("bias", bias))
     if kind == "rmsnorm":
         return RMSNorm(d_model)
     raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")

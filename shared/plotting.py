@@ -9,15 +9,16 @@ import torch
 from torch import Tensor
 
 from .architecture import plot_architecture  # noqa: F401  (the whole-model map lives in its own module)
-from .validation import check_positive_int
+from .validation import check_finite, check_positive_int
 
 
 def _to_2d(x: Tensor, name: str):
     x = torch.as_tensor(x).detach().float().cpu()
     while x.dim() > 2 and x.size(0) == 1:
         x = x[0]
-    if x.dim() != 2:
-        raise ValueError(f"{name} must be 2-D (T_q, T_k) after dropping size-1 dims, got {tuple(x.shape)}")
+    if x.dim() != 2 or 0 in x.shape:
+        raise ValueError(f"{name} must be 2-D (T_q, T_k) after dropping size-1 dims, with T_q, T_k >= 1, "
+                         f"got {tuple(x.shape)}")
     return x.numpy()
 
 
@@ -36,11 +37,12 @@ def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Seq
     w = _to_2d(weights, "weights")
     _check_labels(x_labels, w.shape[1], "x_labels")
     _check_labels(y_labels, w.shape[0], "y_labels")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.5))
-    top = max(float(w.max()), vmin + 1e-9) if vmax is None else vmax
+    check_finite("vmin", vmin, meaning=" (the weight drawn darkest; 0 for attention)")
+    top = max(float(w.max()), vmin + 1e-9) if vmax is None else check_finite("vmax", vmax, meaning=" or None")
     if not top > vmin:
         raise ValueError(f"vmax must be greater than vmin ({vmin}), got {vmax!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * w.shape[1] + 2, 0.45 * w.shape[0] + 1.5))
     image = ax.imshow(w, cmap="viridis", vmin=vmin, vmax=top, aspect="auto")
     if x_labels is not None:
         long_labels = len(x_labels) > 12 or sum(len(str(label)) for label in x_labels) > 3 * len(x_labels)
@@ -62,8 +64,9 @@ def plot_attention_grid(weights, x_labels=None, y_labels=None, titles: Sequence[
     The heatmap axes come first in `fig.axes`; with colorbar=True one shared colorbar is the last axes.
     """
     w = torch.as_tensor(weights).detach().float().cpu()
-    if w.dim() != 3:
-        raise ValueError(f"weights must be (N, T_q, T_k), e.g. (heads, T_q, T_k); got {tuple(w.shape)}")
+    if w.dim() != 3 or 0 in w.shape:
+        raise ValueError(f"weights must be (N, T_q, T_k) with N, T_q, T_k >= 1, e.g. (heads, T_q, T_k); "
+                         f"got {tuple(w.shape)}")
     n = w.size(0)
     if titles is not None and len(titles) != n:
         raise ValueError(f"titles must have one entry per map ({n}), got {len(titles)}")

@@ -79,18 +79,20 @@ class LearnedPositionalEmbedding(nn.Module):
         return (x + self.embedding(positions)).to(x.dtype)  # the sum rounded once to x's dtype (fp16 stays fp16)
 
 
+# How a model learns where a token is: added vectors (sinusoidal, learned), rotated q/k (rope, below),
+# a distance penalty on the scores (alibi, below), or nothing but the causal mask (none, "NoPE").
+POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
 def position_embedding(kind: str, n_positions: int, d_model: int) -> nn.Module | None:
     """The module that adds positions to the embedded tokens for scheme `kind`; None when nothing is added."""
     if kind == "learned":
         return LearnedPositionalEmbedding(n_positions, d_model)
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, n_positions)
-    return None  # rope and alibi act inside attention; none (NoPE) leaves positions to the causal mask
-
-
-# How a model learns where a token is: added vectors (sinusoidal, learned), rotated q/k (rope, below),
-# a distance penalty on the scores (alibi, below), or nothing but the causal mask (none, "NoPE").
-POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+    if kind in POSITION_SCHEMES:
+        return None  # rope and alibi act inside attention; none (NoPE) leaves positions to the causal mask
+    raise ValueError(f"kind must be one of {POSITION_SCHEMES}, got {kind!r}")
 
 
 def randomized_positions(batch: int, length: int, max_position: int, device=None, generator=None) -> Tensor:
@@ -162,7 +164,6 @@ class RotaryEmbedding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_k={self.d_k}, base={self.base}"
-
 
 
 # ALiBi (Press et al. 2022): no position vectors; each head adds -slope * distance to its attention scores.

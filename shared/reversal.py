@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .gpt import GPT, GPTConfig
 from .training import lm_loss
@@ -168,6 +168,49 @@ class ReversalBatches:
         """Batch number `step`, padded, on the device."""
         make = seq2seq_sample if self.arch == "encoder_decoder" else decoder_only_sample
         return collate([make(d) for d in self.sources(step)], self.arch).to(self.device)
+
+
+def max_source_len(model: nn.Module) -> int:
+    """Longest source the model's positions allow: Transformer max_len - 1, GPT (block_size - 2) // 2."""
+    if isinstance(model, Transformer):
+        return model.config.max_len - 1  # the decoder reads BOS + n digits
+    if isinstance(model, GPT):
+        return (model.config.block_size - 2) // 2  # BOS src EOS tgt: 2n + 2 tokens
+    raise TypeError(f"model must be a shared.transformer.Transformer or shared.gpt.GPT, got {type(model).__name__}")
+
+
+def _position_limit(model: nn.Module) -> str:
+    c = model.config
+    if isinstance(model, Transformer):
+        return f"max_len={c.max_len} target positions, BOS included"
+    return f"block_size={c.block_size} tokens for BOS, digits, EOS and answer"
+
+
+def check_digits(name: str, digits, model: nn.Module) -> list[int]:
+    """`digits` as a list: 1 to max_source_len(model) ints 0-9, else TypeError/ValueError naming `name`."""
+    limit = max_source_len(model)
+    if not isinstance(digits, (list, tuple)):
+        raise TypeError(f"{name} must be a list of ints 0-9, got {type(digits).__name__}")
+    if not digits:
+        raise ValueError(f"{name} must be a non-empty list of ints 0-9, got an empty list")
+    for d in digits:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")
+        if not 0 <= d <= 9:
+            raise ValueError(f"{name} must hold ints 0-9, got {d!r}")
+    if len(digits) > limit:
+        raise ValueError(f"{name} may hold at most {limit} digits for this model, got {len(digits)} "
+                         f"(the limit of its positions: {_position_limit(model)})")
+    return list(digits)
+
+
+def check_sources(sources, model: nn.Module, name: str = "sources") -> list[list[int]]:
+    """`sources` as a non-empty list of digit lists, each checked by `check_digits`; errors name `name`."""
+    if not isinstance(sources, (list, tuple)):
+        raise TypeError(f"{name} must be a list of digit lists, got {type(sources).__name__}")
+    if len(sources) == 0:
+        raise ValueError(f"{name} must be a non-empty list of digit lists")
+    return [check_digits(f"{name}[{i}]", s, model) for i, s in enumerate(sources)]
 
 
 def seq2seq_loss(model, batch: Seq2SeqBatch) -> tuple[Tensor, int]:

@@ -28,7 +28,8 @@ from .distributed import (
     current_ranks,
 )
 from .history import History
-from .validation import check_int, check_positive_int
+from .runtime import eval_mode
+from .validation import check_finite, check_int, check_optional_positive_number, check_positive_int
 
 Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
 
@@ -59,8 +60,9 @@ def noam_schedule(d_model: int, warmup: int) -> Schedule:
 
 def warmup_cosine(warmup: int, min_ratio: float = 0.1) -> Schedule:
     """Linear warm-up to the peak over `warmup` steps, then cosine from 1 to `min_ratio` over the remaining steps."""
-    if warmup < 0 or not 0.0 <= min_ratio <= 1.0:
-        raise ValueError(f"need warmup >= 0 and 0 <= min_ratio <= 1, got {warmup}, {min_ratio}")
+    check_int("warmup", warmup, minimum=0, meaning=" (steps of linear warm-up; 0: none)")
+    if check_finite("min_ratio", min_ratio, 0.0, " (the final lr as a fraction of the peak)") > 1.0:
+        raise ValueError(f"min_ratio must be in [0, 1] (the final lr as a fraction of the peak), got {min_ratio!r}")
 
     def schedule(step: int, frac: float) -> float:
         if step < warmup:
@@ -113,7 +115,8 @@ def train(
     Values are read back from the device only when logging. With `max_seconds`
     the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
     `grad_clip` caps the gradient norm (None: measure it only). `micro_batches` splits each batch for
-    gradient accumulation; `precision` ('fp32', 'bf16', 'fp16', 'auto') runs the forward pass under autocast.
+    gradient accumulation, each part weighing the same whatever its token count (see `backward_micro_batches`);
+    `precision` ('fp32', 'bf16', 'fp16', 'auto': see `auto_precision`) runs the forward pass under autocast.
     Inside a torchrun process group (see shared.distributed) pass a DDP model, this rank's shard of each
     batch and the same other arguments on every rank: the logged loss covers all ranks, rank 0 alone shows
     the bar and calls checkpoint_fn, and a time budget stops every rank at the same step.
@@ -121,9 +124,14 @@ def train(
     so that a run resumed from a checkpoint (shared.checkpoint.restore_training) continues exactly.
     """
     check_positive_int("max_steps", max_steps)
+    check_optional_positive_number("max_seconds", max_seconds, " (None: no time budget)")
     check_grad_clip(grad_clip)
-    if log_every < 1 or (checkpoint_every and checkpoint_every % log_every):
-        raise ValueError(f"log_every must be >= 1 and divide checkpoint_every, got {log_every}, {checkpoint_every}")
+    check_positive_int("log_every", log_every)
+    check_int("eval_every", eval_every, minimum=0, meaning=" (0: never)")
+    check_int("checkpoint_every", checkpoint_every, minimum=0, meaning=" (0: never)")
+    if checkpoint_every % log_every:  # a checkpoint must hold a history logged up to its step
+        raise ValueError(f"log_every must divide checkpoint_every, got {log_every}, {checkpoint_every}")
+    check_positive_int("micro_batches", micro_batches)
     history = History() if history is None else history
     for group in optimizer.param_groups:
         group.setdefault("base_lr", group["lr"])
@@ -221,10 +229,6 @@ def _close_bar(bar, step: int) -> None:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], float]) -> float:
-    """Run `eval_fn(model)` in eval mode without gradients, then put the model back in training mode."""
-    was_training = model.training
-    model.eval()
-    try:
+    """Run `eval_fn(model)` in eval mode without gradients, then give the model back the mode it had."""
+    with eval_mode(model):
         return float(eval_fn(model))
-    finally:
-        model.train(was_training)

@@ -9,12 +9,23 @@ from torch import Tensor, nn
 from .layers import DecoderLayer, EncoderLayer, num_parameters, stack_attention_weights
 from .masks import decoder_mask, padding_mask
 from .positions import ScaledEmbedding, position_embedding, randomized_positions
-from .validation import check_bool, check_choice, check_divisible, check_dropout, check_positive_ints, check_tokens
+from .validation import (
+    check_bool,
+    check_choice,
+    check_divisible,
+    check_dropout,
+    check_int,
+    check_positive_ints,
+    check_tokens,
+)
 
 
 @dataclass
 class TransformerConfig:
-    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model)."""
+    """Sizes of an encoder-decoder Transformer (defaults: the paper's base model).
+
+    One positional table serves both sides: with position="learned" the encoder and the decoder share its rows.
+    """
 
     src_vocab_size: int
     tgt_vocab_size: int
@@ -37,7 +48,7 @@ class TransformerConfig:
         # alibi and none cannot locate the source: cross-attention has no distances
         check_choice("TransformerConfig.position", self.position, ("sinusoidal", "learned", "rope"))
         check_bool("TransformerConfig.randomized_positions", self.randomized_positions)
-        if not isinstance(self.pad_id, int) or not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+        if check_int("TransformerConfig.pad_id", self.pad_id, 0) >= min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"TransformerConfig.pad_id must be a token id of both vocabularies, got {self.pad_id!r}")
 
 
@@ -72,8 +83,8 @@ class Transformer(nn.Module):
         return padding_mask(check_tokens("src", src), self.config.pad_id)
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False) -> Tensor:
-        """src (B, T_src) ids -> memory (B, T_src, d_model)."""
-        check_tokens("src", src)
+        """src (B, T_src) ids -> memory (B, T_src, d_model). Checking the ids' range costs a min/max reduction."""
+        check_tokens("src", src, self.config.src_vocab_size)
         src_mask = self.src_mask(src) if src_mask is None else src_mask
         x, positions = self._add_positions(self.src_embed(src))  # (B, T_src, d_model)
         for layer in self.encoder:
@@ -84,8 +95,9 @@ class Transformer(nn.Module):
         """tgt (B, T_tgt) ids, memory (B, T_src, d_model) -> logits (B, T_tgt, tgt_vocab_size).
 
         Builds the causal + target-padding mask itself; `src_mask` (B, 1, 1, T_src) hides source padding.
+        Checking the ids' range costs a min/max reduction.
         """
-        check_tokens("tgt", tgt)
+        check_tokens("tgt", tgt, self.config.tgt_vocab_size)
         if memory.dim() != 3 or memory.size(0) != tgt.size(0) or memory.size(-1) != self.config.d_model:
             raise ValueError(f"memory must be (B={tgt.size(0)}, T_src, d_model={self.config.d_model}), "
                              f"got {tuple(memory.shape)}")

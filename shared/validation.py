@@ -34,18 +34,32 @@ def check_optional_positive_int(name: str, value) -> int | None:
     return value
 
 
-def check_tokens(name: str, tokens) -> Tensor:
-    """Return `tokens` if it is a (B, T) integer tensor of ids with T >= 1; else raise ValueError naming `name`."""
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
-            or tokens.dtype == torch.bool or tokens.size(1) < 1:
-        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids with T >= 1, got {describe(tokens)}")
+def is_integer_tensor(x) -> bool:
+    """True if `x` is a tensor of integers: not floating-point, complex or bool."""
+    return isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool)
+
+
+def check_tokens(name: str, tokens, vocab_size: int | None = None) -> Tensor:
+    """Return `tokens` if it is a (B, T) integer tensor of ids with T, B >= 1; else raise ValueError naming `name`.
+
+    With `vocab_size`, every id must also lie in 0..vocab_size-1 (else nn.Embedding raises a bare IndexError). That
+    check costs a min/max reduction that waits for the device: the models run it at their entry points only.
+    """
+    if not is_integer_tensor(tokens) or tokens.dim() != 2 or tokens.size(1) < 1 or tokens.size(0) < 1:
+        raise ValueError(f"{name} must be a (B, T) integer tensor of token ids with T >= 1 and B >= 1, "
+                         f"got {describe(tokens)}")
+    if vocab_size is not None:
+        low, high = torch.aminmax(tokens)
+        if bool((low < 0) | (high >= vocab_size)):  # one wait for the device, not two
+            raise ValueError(f"{name} must hold ids in 0..{vocab_size - 1} (vocab_size={vocab_size}), "
+                             f"got ids from {low.item()} to {high.item()}")
     return tokens
 
 
 def check_sequence(name: str, x, d_model: int) -> Tensor:
-    """Return `x` if it is a floating-point (B, T, d_model) tensor with T >= 1; else raise naming `name`."""
-    if check_float_tensor(name, x).dim() != 3 or x.size(1) < 1 or x.size(-1) != d_model:
-        raise ValueError(f"{name} must have shape (B, T >= 1, d_model={d_model}), got {tuple(x.shape)}")
+    """Return `x` if it is a floating-point (B, T, d_model) tensor with B, T >= 1; else raise naming `name`."""
+    if check_float_tensor(name, x).dim() != 3 or x.size(0) < 1 or x.size(1) < 1 or x.size(-1) != d_model:
+        raise ValueError(f"{name} must have shape (B >= 1, T >= 1, d_model={d_model}), got {tuple(x.shape)}")
     return x
 
 
@@ -68,10 +82,7 @@ def check_table_positions(x, offset, positions, max_len: int) -> None:
             raise ValueError(f"sequence of length {T} at offset {offset} is longer than the positional table "
                              f"(max_len={max_len})")
         return
-    if check_position_ids("positions", positions).size(-1) != T:
-        raise ValueError(f"positions must have T={T} entries per row, got shape {tuple(positions.shape)}")
-    if positions.dim() == 2:
-        check_batch_size("positions", positions, x.size(0), of="x")
+    check_position_ids("positions", positions, T, x.size(0), of="x")
     if positions.numel() and (positions.min() < 0 or positions.max() >= max_len):
         raise ValueError(f"positions must lie in 0..{max_len - 1} (the positional table, max_len={max_len}), "
                          f"got {positions.min().item()}..{positions.max().item()}")
@@ -102,11 +113,33 @@ def check_float_tensor(name: str, x, min_dim: int = 1) -> Tensor:
     return x
 
 
-def check_position_ids(name: str, positions) -> Tensor:
-    """Return `positions` if it is an integer tensor of shape (T,) or (B, T); else raise TypeError naming `name`."""
-    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dim() not in (1, 2):
+def check_position_ids(name: str, positions, length: int | None = None, batch: int | None = None,
+                       of: str = "x") -> Tensor:
+    """Return `positions` if it is an integer (not bool or complex) tensor of shape (T,) or (B, T); else raise
+    TypeError naming `name`. Given `length`, T must equal it (else ValueError); given `batch`, so must a (B, T)
+    tensor's B, the batch size `of` the input the ids belong to.
+    """
+    if not is_integer_tensor(positions) or positions.dim() not in (1, 2):
         raise TypeError(f"{name} must be an integer tensor of shape (T,) or (B, T), got {describe(positions)}")
+    if length is not None and positions.size(-1) != length:
+        raise ValueError(f"{name} must have T={length} entries per row, got shape {tuple(positions.shape)}")
+    if batch is not None and positions.dim() == 2:
+        check_batch_size(name, positions, batch, of=of)
     return positions
+
+
+def check_broadcasts(name: str, x: Tensor, shape: tuple[int, ...], target: str) -> Tensor:
+    """Return `x` if its shape broadcasts to `shape` without enlarging it; else raise ValueError naming `name`.
+
+    target: what `shape` is, for the message, e.g. "the attention scores (B, H, T_q, T_k)".
+    """
+    try:
+        if torch.broadcast_shapes(x.shape, shape) == torch.Size(shape):
+            return x
+        problem = "would enlarge"
+    except RuntimeError:
+        problem = "cannot broadcast to"
+    raise ValueError(f"{name} of shape {tuple(x.shape)} {problem} {target} = {tuple(shape)}")
 
 
 def check_positive_ints(owner: object, names: tuple[str, ...]) -> None:

@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under torchrun (2 CPU processes, gloo): train a tiny GPT five ways.
+"""Run by tests/test_distributed.py under torchrun (2 CPU processes, gloo): train a tiny GPT six ways.
 
     python -m torch.distributed.run --standalone --nproc_per_node=2 tests/ddp_worker.py OUT_DIR
 
@@ -9,6 +9,7 @@ for the test to compare with single-process runs of `tiny_run` in the test proce
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E
 CONFIG = GPTConfig(vocab_size=13, block_size=16, n_layers=2, n_heads=2, d_model=32)
 DROPOUT_CONFIG = replace(CONFIG, dropout=0.1)
 GLOBAL_BATCH, STEPS, LR, RANK_SEED = 8, 6, 3e-3, 100
+BUDGET_SECONDS, SLOW_STEP_SECONDS = 0.3, 0.02  # time_budget_run: rank 1 alone could do at most 15 steps
 
 
 def tiny_model(seed: int = 0, config: GPTConfig = CONFIG) -> GPT:
@@ -109,6 +111,25 @@ def crash_and_resume(path: Path, config: GPTConfig = CONFIG, rank_seed: int | No
     return dict(state=unwrap(model).state_dict(), history=history.__dict__, saves=saves[0])
 
 
+def time_budget_run(rank: int) -> dict:
+    """Train under a time budget with rank 1 slower than rank 0 (it sleeps SLOW_STEP_SECONDS in every step).
+
+    The model is not DDP-wrapped, so no gradient all-reduce holds the ranks together: only train()'s shared
+    clock (the largest time over the ranks) can make both stop at the same step.
+    """
+    batches = shard_batches(global_batches())
+
+    def batch_fn(step):
+        if rank == 1:
+            time.sleep(SLOW_STEP_SECONDS)
+        return batches(step)
+
+    model = tiny_model()
+    history = train(model, make_adamw(model, lr=LR), batch_fn, loss_fn, max_steps=10**6, max_seconds=BUDGET_SECONDS,
+                    log_every=10**6, progress=False)  # one log line, at the last step
+    return dict(steps=history.next_step, seconds=history.seconds[-1], logged=history.step)
+
+
 def main(out: Path) -> None:
     with distributed(backend="gloo") as ranks:
         torch.set_num_threads(1)
@@ -125,6 +146,7 @@ def main(out: Path) -> None:
         tiny_run(model)
         results["dropout"] = dict(state=unwrap(model).state_dict())
         results["dropout_resumed"] = crash_and_resume(out / "dropout.pt", DROPOUT_CONFIG, RANK_SEED)
+        results["budget"] = time_budget_run(ranks.rank)
         results["ranks"] = dict(rank=ranks.rank, world_size=ranks.world_size, backend=ranks.backend,
                                 seen=current_ranks().world_size)
         torch.save(results, out / f"results_rank{ranks.rank}.pt")

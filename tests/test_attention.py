@@ -108,6 +108,52 @@ def test_fast_path_equals_weights_path(causal):
         torch.testing.assert_close(fast, slow, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cls", [MultiHeadAttention, ExplicitMultiHeadAttention])
+@pytest.mark.parametrize("shape", [(T,), (T, T), (H, T, T)])
+def test_masks_of_fewer_dims_broadcast_on_every_path(cls, shape):
+    """A (T_k,), (T_q, T_k) or (H, T_q, T_k) mask means the same as its 4-D form, on the fused kernel (no weights)
+    and step by step (weights); a (T_k,) mask used to crash the fused kernel."""
+    mha = cls(D, H)
+    x = torch.randn(B, T, D)
+    mask = torch.rand(shape) > 0.4
+    mask[..., 0] = True  # every query keeps a key, also under the causal mask
+    as_4d = mask.reshape((1,) * (4 - mask.dim()) + shape)
+    for need_weights in (False, True):
+        for causal in (False, True):
+            out, _ = mha(x, mask=mask, causal=causal, need_weights=need_weights)
+            torch.testing.assert_close(out, mha(x, mask=as_4d, causal=causal, need_weights=need_weights)[0])
+            if need_weights:
+                assert torch.equal(mha(x, mask=mask, need_weights=True)[1] == 0, ~as_4d.expand(B, H, T, T))
+
+
+def test_plain_causal_self_attention_takes_the_fused_kernel(monkeypatch):
+    """Causal self-attention without a mask or weights runs torch's fused kernel with is_causal=True, reading the
+    shared KV heads itself (enable_gqa); a mask goes to it as attn_mask; weights are computed step by step."""
+    calls = []
+    fused = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *args, **kwargs: calls.append(kwargs) or fused(
+        *args, **kwargs))
+    mha, x = MultiHeadAttention(D, H, n_kv_heads=2), torch.randn(B, T, D)
+    mha(x, causal=True)
+    assert len(calls) == 1 and calls[0].get("is_causal") is True and calls[0].get("attn_mask") is None
+    assert calls[0].get("enable_gqa") is True
+    mha(x, mask=random_padding_mask())
+    assert len(calls) == 2 and calls[1].get("attn_mask") is not None and not calls[1].get("is_causal")
+    mha(x, causal=True, need_weights=True)
+    assert len(calls) == 2
+
+
+def test_explicit_attention_drops_weights_in_training_only():
+    """Dropout on each head's weights: in training about half are zero and the rest are doubled (p = 0.5)."""
+    explicit, x = ExplicitMultiHeadAttention(D, H, dropout=0.5), torch.randn(B, T, D)
+    out, kept = explicit.eval()(x, need_weights=True)
+    dropped_out, dropped = explicit.train()(x, need_weights=True)
+    zero = dropped == 0
+    assert 0.35 < zero.float().mean() < 0.65  # no mask: every weight of the eval pass is > 0
+    torch.testing.assert_close(dropped[~zero], 2 * kept[~zero])
+    assert not torch.allclose(dropped_out, out, atol=1e-3)
+
+
 def test_matches_torch_multihead_attention():
     ours = MultiHeadAttention(D, H)
     theirs = nn.MultiheadAttention(D, H, batch_first=True)

@@ -124,3 +124,35 @@ def test_trace_takes_the_positions_the_module_takes(options, capsys):
     assert not torch.allclose(stages["output"], default["output"])  # the ids were used
     with pytest.raises(ValueError, match="positions"):
         attention_stages(MultiHeadAttention(8, 2), x, positions=positions)  # no RoPE or ALiBi to use them
+
+
+def test_trace_of_a_module_in_training_mode_turns_dropout_off_and_restores_the_mode(capsys):
+    mha = MultiHeadAttention(8, 2, dropout=0.5).train()  # dropout on the weights: outputs differ at random
+    stages = trace_attention(mha, torch.randn(2, 4, 8), causal=True)
+    assert "output matches" in capsys.readouterr().out
+    torch.testing.assert_close(stages["output"], stages["module_output"])
+    assert mha.training and mha.w_q.training  # its own mode back
+    trace_attention(mha.eval(), torch.randn(1, 3, 8))
+    assert not mha.training  # a module in eval mode stays in eval mode
+
+
+class OffBy(MultiHeadAttention):
+    """The course's module with a small error planted in its output."""
+
+    def __init__(self, error):
+        super().__init__(8, 2)
+        self.error = error
+
+    def forward(self, query, key=None, value=None, mask=None, **options):
+        out, weights = super().forward(query, key, value, mask, **options)
+        return out + self.error, weights
+
+
+@pytest.mark.parametrize("error", [1e-1, 1e-2, 1e-3])
+def test_trace_flags_an_output_off_by_a_small_error(error, capsys):
+    stages = trace_attention(OffBy(error).eval(), torch.randn(2, 5, 8), causal=True)
+    out = capsys.readouterr().out
+    assert stages["output"].abs().max() < 2  # so the tolerance is 1e-4, not scaled up by large outputs
+    assert "DIFFERS FROM" in out and f"max abs diff {error:.2e}" in out
+    trace_attention(OffBy(0.0).eval(), torch.randn(2, 5, 8), causal=True)
+    assert "output matches" in capsys.readouterr().out

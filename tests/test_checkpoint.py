@@ -111,16 +111,23 @@ def test_resuming_never_writes_into_the_loaded_history(tmp_path):
 
 
 class FakeCuda:
-    """Two CUDA devices' RNG states, for a machine without a GPU."""
+    """CUDA devices' RNG states (two by default), for a machine without a GPU."""
 
-    def __init__(self):
-        self.states = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
+    def __init__(self, n_devices: int = 2):
+        self.states = [torch.tensor([2 * i + 1, 2 * i + 2], dtype=torch.uint8) for i in range(n_devices)]
 
     def install(self, monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: len(self.states))
         monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in self.states])
-        monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: self.states.__setitem__(device, state))
+        monkeypatch.setattr(torch.cuda, "set_rng_state", self.set_rng_state)
+
+    def set_rng_state(self, state, device):
+        if not 0 <= device < len(self.states):  # as torch.cuda does for a device this machine lacks
+            raise RuntimeError(f"CUDA error: invalid device ordinal {device}")
+        if type(state) is not torch.Tensor or state.device.type != "cpu" or state.dtype != torch.uint8:
+            raise TypeError("RNG state must be a torch.ByteTensor")  # what torch says for a GPU tensor
+        self.states[device] = state
 
 
 def test_checkpoint_restores_torch_cuda_and_python_random_state(tmp_path, monkeypatch):
@@ -258,3 +265,64 @@ def test_resuming_with_another_number_of_ranks_warns_and_uses_rank_0s_random_sta
     with pytest.warns(UserWarning, match="2 ranks"):
         restore_training(state, make_adamw(model, 1e-3))
     assert torch.equal(torch.rand(3), expected)
+
+
+def saved_on(n_devices: int, tmp_path, monkeypatch) -> dict:
+    """A training checkpoint saved on a machine with `n_devices` (fake) GPUs, loaded back."""
+    with monkeypatch.context() as patched:
+        FakeCuda(n_devices).install(patched)
+        model = GPT(CONFIG)
+        path = save_checkpoint(tmp_path / f"gpu{n_devices}.pt", model, CONFIG, optimizer=make_adamw(model, 1e-3),
+                               history=History())
+    return load_checkpoint(path)
+
+
+@pytest.mark.parametrize("saved, here", [(2, 1), (2, 3), (0, 2)])
+def test_cuda_random_states_are_restored_on_the_devices_both_machines_have(saved, here, tmp_path, monkeypatch):
+    state = saved_on(saved, tmp_path, monkeypatch) if saved else trained_state(tmp_path)[0]
+    cuda = FakeCuda(here)
+    cuda.install(monkeypatch)
+    cuda.states = [torch.zeros(2, dtype=torch.uint8) for _ in range(here)]
+    restore_training(state, make_adamw(GPT(CONFIG), 1e-3))  # more saved states than devices: no error
+    restored = min(saved, here)
+    assert [s.tolist() for s in cuda.states[:restored]] == [[2 * i + 1, 2 * i + 2] for i in range(restored)]
+    assert all(s.tolist() == [0, 0] for s in cuda.states[restored:])  # a device without a saved state: untouched
+
+
+class OnTheGpu(torch.Tensor):
+    """Stands for a random state that load_checkpoint(map_location="cuda") put on the GPU: .cpu() copies it back."""
+
+    def cpu(self, *args, **kwargs):
+        return self.as_subclass(torch.Tensor).clone()
+
+
+def test_random_states_on_another_device_are_copied_to_the_cpu_before_restoring(tmp_path, monkeypatch):
+    state = saved_on(2, tmp_path, monkeypatch)
+    expected = torch.rand(3, generator=torch.Generator().set_state(state["rng"]["torch"]))
+    state["rng"]["torch"] = state["rng"]["torch"].as_subclass(OnTheGpu)
+    state["rng"]["cuda"] = [s.as_subclass(OnTheGpu) for s in state["rng"]["cuda"]]
+    real_set_rng_state = torch.set_rng_state
+
+    def cpu_only(new_state):
+        if type(new_state) is not torch.Tensor:
+            raise TypeError("RNG state must be a torch.ByteTensor")  # what torch says for a GPU tensor
+        real_set_rng_state(new_state)
+
+    monkeypatch.setattr(torch, "set_rng_state", cpu_only)
+    cuda = FakeCuda(2)
+    cuda.install(monkeypatch)
+    restore_training(state, make_adamw(GPT(CONFIG), 1e-3))
+    assert torch.equal(torch.rand(3), expected) and [s.tolist() for s in cuda.states] == [[1, 2], [3, 4]]
+
+
+@pytest.mark.parametrize("entry, bad, named", [
+    ("torch", lambda s: s.long(), r"rng\['torch'\] must be a uint8 tensor.*int64"),
+    ("torch", lambda s: s.tolist(), r"rng\['torch'\] must be a uint8 tensor.*got list"),
+    ("cuda", lambda s: [s[0].float(), s[1]], r"rng\['cuda'\]\[0\] must be a uint8 tensor.*float32"),
+])
+def test_a_random_state_of_another_type_is_refused_by_name(entry, bad, named, tmp_path, monkeypatch):
+    state = saved_on(2, tmp_path, monkeypatch)
+    state["rng"][entry] = bad(state["rng"][entry])
+    FakeCuda(2).install(monkeypatch)
+    with pytest.raises(TypeError, match=named):
+        restore_training(state, make_adamw(GPT(CONFIG), 1e-3))

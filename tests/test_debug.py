@@ -105,3 +105,24 @@ def test_nonfinite_parameters_and_anomaly_origin():
 
     y = torch.tensor([1.0, 2.0], requires_grad=True)
     assert anomaly_origin(lambda: (y * y).sum().backward()) is None
+
+
+def test_first_nonfinite_sees_keyword_inputs():
+    class AddsBias(nn.Module):
+        def forward(self, x, *, bias):
+            return x + bias  # only passes on a NaN it was given
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add = AddsBias()
+
+        def forward(self, x):
+            bias = torch.zeros(2).log()  # log(0) = -inf: the model's own code makes it
+            return self.add(x, bias=bias)
+
+    model = Model()
+    with FirstNonFinite(model) as watch:
+        model(torch.ones(1, 2))
+    assert watch.first_output.name == "add"  # the first output that holds -inf
+    assert watch.first.name == "" and watch.first.n_inf == 2  # but `add` got it as a keyword input

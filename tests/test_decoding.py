@@ -201,3 +201,32 @@ def test_finished_hypotheses_only_pad():
     assert tokens.tolist() == [A, X, Z, EOS] and score == pytest.approx(math.log(0.27), abs=1e-3)
     for row in fed:  # every hypothesis the model was asked to extend: only PAD after its EOS
         assert EOS not in row or set(row[row.index(EOS) + 1 :]) <= {PAD}, row
+
+
+def uniform_step(seq):
+    return torch.zeros(seq.size(0), VOCAB_SIZE)  # (B, V): every token equally likely
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: greedy_loop(uniform_step, torch.full((2, 1), BOS), max_new=-1), "max_new must be an int >= 0"),
+    (lambda: greedy_loop(uniform_step, torch.full((2, 1), BOS), max_new=2.5), "max_new must be an int >= 0"),
+    (lambda: greedy_loop(uniform_step, torch.full((2,), BOS), max_new=3), r"start must be a \(B, T\) integer"),
+    (lambda: greedy_loop(uniform_step, torch.full((2, 1), 1.0), max_new=3), r"start must be a \(B, T\) integer"),
+    (lambda: greedy_loop(lambda seq: torch.zeros(1, VOCAB_SIZE), torch.full((2, 1), BOS), max_new=3),
+     r"step_fn must return next-token logits of shape \(B=2, V\)"),
+    (lambda: greedy_loop(lambda seq: torch.zeros(2, 1, VOCAB_SIZE), torch.full((2, 1), BOS), max_new=3),
+     r"step_fn must return .* got shape \(2, 1, 13\)"),
+    (lambda: beam_loop(uniform_step, torch.full((2, 1), BOS), beam_size=2, max_new=3), r"start must be one sequence"),
+    (lambda: beam_loop(uniform_step, torch.full((1, 1), BOS), beam_size=2, max_new=0), "max_new must be a positive"),
+    (lambda: beam_loop(uniform_step, torch.full((1, 1), BOS), beam_size=2, max_new=3, length_penalty=math.nan),
+     "length_penalty"),
+    (lambda: beam_loop(lambda seq: torch.zeros(1, VOCAB_SIZE), torch.full((1, 1), BOS), beam_size=2, max_new=3),
+     r"step_fn must return next-token logits of shape \(B=2, V\)"),  # the second step holds 2 hypotheses
+])
+def test_the_decoding_loops_refuse_bad_input_by_name(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_greedy_loop_may_append_nothing():
+    assert greedy_loop(uniform_step, torch.full((2, 1), BOS), max_new=0).shape == (2, 0)

@@ -30,7 +30,14 @@ from shared.distributed import (
     wrap,
 )
 from shared.reversal import LMBatch, ReversalBatches, Seq2SeqBatch
-from tests.ddp_worker import GLOBAL_BATCH, global_batches, tiny_model, tiny_run
+from tests.ddp_worker import (
+    BUDGET_SECONDS,
+    GLOBAL_BATCH,
+    SLOW_STEP_SECONDS,
+    global_batches,
+    tiny_model,
+    tiny_run,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TIGHT = 2e-5  # float sums in another order; an update of this run moves weights by ~1e-2
@@ -105,6 +112,14 @@ def test_each_rank_resumes_with_its_own_random_state(ddp):
     assert max_diff(ddp[0]["dropout"]["state"], ddp[0]["ddp"]["state"]) > 1e-3  # dropout really changed the run
 
 
+def test_a_time_budget_stops_every_rank_at_the_same_step(ddp):
+    rank0, rank1 = (r["budget"] for r in ddp)
+    assert rank0["steps"] == rank1["steps"] and rank0["logged"] == rank1["logged"] == [rank0["steps"]]
+    assert rank0["seconds"] == rank1["seconds"] >= BUDGET_SECONDS  # one clock: the slower rank's
+    # rank 0 alone would have run many more steps; the shared clock held it to what rank 1 could do in the budget
+    assert rank0["steps"] <= BUDGET_SECONDS / SLOW_STEP_SECONDS + 1
+
+
 def test_shard_splits_every_tensor_into_disjoint_equal_parts():
     x, y = torch.arange(24).view(8, 3), torch.arange(8)
     parts = [shard((x, {"y": y}), r, 4) for r in range(4)]
@@ -157,9 +172,11 @@ def test_group_is_destroyed_on_success_and_on_error(monkeypatch):
 
 
 def test_precision_is_chosen_automatically_and_can_be_overridden():
-    assert auto_precision("cpu", False) == "bf16" and auto_precision("cuda", True) == "bf16"
-    assert auto_precision("cuda", False) == "fp16" and auto_precision("mps", False) == "fp32"
-    assert Precision("auto", "cpu").name == "bf16" and Precision("fp32", "cpu").scaler is None
+    assert auto_precision("cuda", True) == "bf16" and auto_precision("cuda", False) == "fp16"
+    # CPU bf16 autocast runs, but without bf16 instructions (this CPU) it is several times slower than fp32
+    assert auto_precision("cpu", True) == auto_precision("cpu", False) == auto_precision("mps", False) == "fp32"
+    assert Precision("auto", "cpu").name == "fp32" and Precision("auto", "cpu").scaler is None
+    assert Precision("fp32", "cpu").scaler is None
     assert Precision("fp16", "cpu").scaler is not None  # fp16 needs loss scaling, bf16 does not
     with pytest.raises(ValueError, match="precision"):
         Precision("fp8", "cpu")
@@ -176,3 +193,29 @@ def test_mixed_precision_loss_matches_fp32(single, name):
     fp32 = single["whole"]["history"].loss
     assert history.loss == pytest.approx(fp32, rel=1e-2) and history.loss != fp32  # close, and really autocast
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_micro_batches_weigh_the_same_whatever_their_token_counts():
+    """The documented weighting: each micro-batch's mean loss counts 1 / micro_batches, not per token."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(3, 4), torch.randn(4, 3)
+    y = torch.tensor([-100, 1, 2, 3])  # micro-batch 0 (rows 0-1) holds 1 target, micro-batch 1 (rows 2-3) holds 2
+
+    def loss_fn(m, batch):
+        inputs, targets = batch
+        return nn.functional.cross_entropy(m(inputs), targets), (targets != -100).sum()
+
+    def grads(loss):
+        model.zero_grad()
+        loss.backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    equal = grads(0.5 * loss_fn(model, (x[:2], y[:2]))[0] + 0.5 * loss_fn(model, (x[2:], y[2:]))[0])
+    per_token = grads(loss_fn(model, (x, y))[0])  # one pass over the whole batch: 1/3 per target
+    model.zero_grad()
+    loss_sum, tokens = backward_micro_batches(model, loss_fn, (x, y), 2, Precision("fp32"))
+    accumulated = torch.cat([p.grad.flatten() for p in model.parameters()])
+    torch.testing.assert_close(accumulated, equal)
+    assert not torch.allclose(accumulated, per_token, atol=1e-3)
+    # the logged loss, in contrast, is the mean over all targets
+    assert int(tokens) == 3 and float(loss_sum) / 3 == pytest.approx(loss_fn(model, (x, y))[0].item(), rel=1e-6)

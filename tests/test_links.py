@@ -12,8 +12,10 @@ EXTERNAL = ("http://", "https://", "mailto:", "#", "data:")
 
 
 def markdown_sources():
-    """(path, markdown text) for README.md and every markdown cell of every notebook (checkpoints skipped)."""
-    yield ROOT / "README.md", (ROOT / "README.md").read_text(encoding="utf-8")
+    """(path, markdown text) for README.md, README.zh.md and every markdown cell of every notebook, the Chinese
+    edition's (notebooks/zh/) included (checkpoints skipped)."""
+    for readme in ("README.md", "README.zh.md"):
+        yield ROOT / readme, (ROOT / readme).read_text(encoding="utf-8")
     for notebook in sorted((ROOT / "notebooks").rglob("*.ipynb")):
         if ".ipynb_checkpoints" in notebook.parts:
             continue

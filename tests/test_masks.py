@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from shared.masks import causal_mask, check_mask, combine_masks, decoder_mask, padding_mask
+from shared.transformer import Transformer, TransformerConfig
 
 
 def test_padding_mask_marks_real_keys():
@@ -9,6 +10,18 @@ def test_padding_mask_marks_real_keys():
     mask = padding_mask(tokens, pad_id=0)
     assert mask.shape == (2, 1, 1, 4) and mask.dtype == torch.bool
     assert mask[:, 0, 0].tolist() == [[True, True, False, False], [True, True, True, True]]
+
+
+def test_padding_mask_uses_the_given_pad_id():
+    """With pad_id 2, id 0 is an ordinary token: only the 2s are hidden, in padding_mask, decoder_mask and the
+    Transformer's source mask."""
+    tokens = torch.tensor([[0, 5, 2, 2], [7, 0, 0, 2]])
+    expected = [[True, True, False, False], [True, True, True, False]]
+    assert padding_mask(tokens, pad_id=2)[:, 0, 0].tolist() == expected
+    assert decoder_mask(tokens, pad_id=2)[:, 0, -1].tolist() == expected  # the last query sees every real key
+    model = Transformer(TransformerConfig(8, 8, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+                                          d_ff=8, pad_id=2))
+    assert model.src_mask(tokens)[:, 0, 0].tolist() == expected
 
 
 def test_causal_mask_is_lower_triangular_and_aligns_last_query_with_last_key():

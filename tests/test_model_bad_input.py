@@ -7,16 +7,18 @@ IndexError), or worse, to give a silent wrong answer.
 import pytest
 import torch
 
-from shared.attention import MultiHeadAttention
+from shared.attention import MultiHeadAttention, scaled_dot_product_attention
 from shared.explicit_attention import ExplicitMultiHeadAttention
 from shared.gpt import GPT, GPTConfig
 from shared.kv_cache import KVCache
+from shared.layers import FeedForward, PreLNBlock
 from shared.masks import causal_mask, decoder_mask, padding_mask
-from shared.norms import RMSNorm
+from shared.norms import RMSNorm, make_norm
 from shared.positions import (
     LearnedPositionalEmbedding,
     ScaledEmbedding,
     SinusoidalPositionalEncoding,
+    position_embedding,
     rope_frequencies,
 )
 from shared.transformer import Transformer, TransformerConfig
@@ -40,11 +42,11 @@ def ids(B, T):
 
 @pytest.mark.parametrize("options", [{}, {"causal": True}, {"need_weights": True}])
 def test_attention_rejects_an_empty_sequence(options):
-    with pytest.raises(ValueError, match=r"query must have shape \(B, T >= 1"):
+    with pytest.raises(ValueError, match=r"query must have shape \(B >= 1, T >= 1"):
         MultiHeadAttention(8, 2)(torch.randn(2, 0, 8), **options)
-    with pytest.raises(ValueError, match=r"key must have shape \(B, T >= 1"):
+    with pytest.raises(ValueError, match=r"key must have shape \(B >= 1, T >= 1"):
         MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(2, 0, 8))
-    with pytest.raises(ValueError, match=r"query must have shape \(B, T >= 1"):
+    with pytest.raises(ValueError, match=r"query must have shape \(B >= 1, T >= 1"):
         ExplicitMultiHeadAttention(8, 2)(torch.randn(2, 0, 8))
 
 
@@ -155,3 +157,110 @@ def test_alibi_positions_are_checked_like_ropes():
         with pytest.raises((ValueError, TypeError), match="positions"):
             mha(x, positions=bad)
     assert torch.allclose(mha(x, positions=torch.arange(5))[0], mha(x)[0])  # the default ids, given explicitly
+
+
+# ---------------------------------------------------------------- issue 17: review of the model layer
+
+
+def tiny_transformer(**options):
+    return Transformer(TransformerConfig(10, 12, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1,
+                                         d_ff=8, **options)).eval()
+
+
+def test_an_empty_batch_is_refused_by_name():
+    """B = 0 failed inside a reshape ("cannot reshape tensor of 0 elements"), or gave an empty result."""
+    for attn in (MultiHeadAttention(8, 2), ExplicitMultiHeadAttention(8, 2)):
+        for options in ({}, {"causal": True}, {"need_weights": True}):
+            with pytest.raises(ValueError, match=r"query must have shape \(B >= 1, T >= 1, d_model=8\)"):
+                attn(torch.randn(0, 3, 8), **options)
+    with pytest.raises(ValueError, match=r"tokens must be a \(B, T\) integer tensor .*B >= 1"):
+        tiny_gpt()(ids(0, 3))
+    with pytest.raises(ValueError, match=r"src must be a \(B, T\) integer tensor .*B >= 1"):
+        tiny_transformer()(ids(0, 3), ids(0, 3))
+    with pytest.raises(ValueError, match=r"tgt must be a \(B, T\) integer tensor .*B >= 1"):
+        tiny_transformer().decode(ids(0, 3), torch.randn(0, 3, 8))
+
+
+@pytest.mark.parametrize("bad", [-1, 10])
+def test_token_ids_outside_the_vocabulary_are_refused_by_name(bad):
+    """An id < 0 or >= vocab_size reached nn.Embedding and raised a bare IndexError."""
+    tokens = ids(2, 3)
+    tokens[1, 2] = bad
+    with pytest.raises(ValueError, match=r"tokens must hold ids in 0..9 \(vocab_size=10\)"):
+        tiny_gpt()(tokens)
+    model = tiny_transformer()  # source vocabulary 10, target vocabulary 12
+    with pytest.raises(ValueError, match=r"src must hold ids in 0..9 \(vocab_size=10\)"):
+        model(tokens, ids(2, 3))
+    with pytest.raises(ValueError, match=r"tgt must hold ids in 0..11 \(vocab_size=12\)"):
+        model(ids(2, 3), tokens + 2 * (bad > 0))  # -1, or 12
+    assert tiny_gpt()(torch.tensor([[0, 9]])).shape == (1, 2, 10)  # the edges of the range are ids
+    assert model(torch.tensor([[0, 9]]), torch.tensor([[0, 11]])).shape == (1, 2, 12)
+
+
+@pytest.mark.parametrize("dropout_p", [-1, 1.0, 1.5, float("nan"), True])
+def test_sdpa_rejects_a_dropout_p_that_is_not_a_probability(dropout_p):
+    q = torch.randn(2, 2, 3, 4)
+    with pytest.raises(ValueError, match=r"dropout_p must be in \[0, 1\)"):
+        scaled_dot_product_attention(q, q, q, dropout_p=dropout_p)
+
+
+def test_sdpa_rejects_a_bias_that_does_not_fit_the_scores():
+    """bias must broadcast to the scores (..., T_q, T_k) without enlarging them, and be a float tensor."""
+    q = torch.randn(2, 2, 3, 4)  # scores (2, 2, 3, 3)
+    for bias in (torch.randn(4), torch.randn(2, 3, 3, 3), torch.randn(5, 2, 3, 3)):
+        with pytest.raises(ValueError, match=r"bias of shape .* cannot broadcast to the attention scores"):
+            scaled_dot_product_attention(q, q, q, bias=bias)
+    with pytest.raises(ValueError, match=r"bias of shape \(2, 2, 2, 3, 3\) would enlarge .* = \(2, 2, 3, 3\)"):
+        scaled_dot_product_attention(q, q, q, bias=torch.randn(2, 2, 2, 3, 3))
+    with pytest.raises(TypeError, match="bias must be a floating-point tensor"):
+        scaled_dot_product_attention(q, q, q, bias=torch.ones(3, 3, dtype=torch.bool))
+    for bias in (torch.randn(3), torch.randn(3, 3), torch.randn(2, 1, 3, 3)):  # broadcast: accepted
+        assert scaled_dot_product_attention(q, q, q, bias=bias)[0].shape == (2, 2, 3, 4)
+
+
+def test_a_kv_cache_is_refused_in_cross_attention():
+    """A cache appends the keys of new tokens; with cross-attention it would append the memory at every step."""
+    attn, cache = MultiHeadAttention(8, 2), KVCache()
+    with pytest.raises(ValueError, match=r"cache apply to self-attention only"):
+        attn(torch.randn(2, 1, 8), torch.randn(2, 5, 8), cache=cache)
+    assert len(cache) == 0
+    x = torch.randn(2, 1, 8)
+    attn(x, x, x, cache=cache)  # key is query: self-attention
+    assert len(cache) == 1
+
+
+def test_feed_forward_and_rmsnorm_refuse_sizes_that_build_nothing():
+    with pytest.raises(ValueError, match="d_ff must be a positive int, got 0"):
+        FeedForward(8, 0)  # built two empty matrices
+    for eps in (float("inf"), float("nan"), 0, -1e-5, True):  # inf zeroed every output
+        with pytest.raises(ValueError, match="eps must be None or a finite number > 0"):
+            RMSNorm(8, eps=eps)
+
+
+def test_a_misspelt_position_scheme_names_the_choices():
+    with pytest.raises(ValueError, match=r"kind must be one of \('learned', 'sinusoidal', .*\), got 'learnt'"):
+        position_embedding("learnt", 8, 8)  # returned None: no positions at all
+
+
+@pytest.mark.parametrize("pad_id", [True, 1.0, -1, 10])
+def test_transformer_pad_id_must_be_an_int_id_of_both_vocabularies(pad_id):
+    with pytest.raises(ValueError, match="TransformerConfig.pad_id must be"):  # True passed as the id 1
+        TransformerConfig(10, 10, pad_id=pad_id)
+
+
+@pytest.mark.parametrize("build", [lambda: MultiHeadAttention(8, 2, bias="no"),
+                                   lambda: ExplicitMultiHeadAttention(8, 2, bias="no"),
+                                   lambda: FeedForward(8, 8, bias="no"), lambda: make_norm("layernorm", 8, bias="no"),
+                                   lambda: PreLNBlock(8, 2, 8, bias="no")],
+                         ids=["MultiHeadAttention", "ExplicitMultiHeadAttention", "FeedForward", "make_norm",
+                              "PreLNBlock"])
+def test_bias_must_be_a_bool(build):
+    with pytest.raises(ValueError, match="bias must be a bool, got 'no'"):  # "no" is truthy: biases were kept
+        build()
+
+
+def test_the_transformer_has_one_position_table_and_says_so():
+    """With learned positions the encoder and the decoder read the same rows (issue 17: documented, unchanged)."""
+    names = [n for n, _ in tiny_transformer(position="learned").named_parameters() if "positional" in n]
+    assert names == ["positional.embedding.weight"]
+    assert "the encoder and the decoder share its rows" in TransformerConfig.__doc__

@@ -19,8 +19,23 @@ def test_every_notebook_has_the_badge_and_setup_cell_from_the_one_template():
         assert sources[0] == header.badge_source(path, url), f"{path.name}: run python ci/notebook_header.py"
         assert path.relative_to(ROOT).as_posix() in sources[0]
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
-        assert "".join(first_code["source"]) == header.SETUP_TEMPLATE.format(repo_url=url), path.name
+        assert "".join(first_code["source"]) == header.setup_source(path, url), path.name
         assert url in "".join(first_code["source"])
+
+
+def test_the_chinese_edition_gets_its_own_badge_and_setup_comments():
+    url = header.repo_url()
+    english, chinese = pathlib.Path("notebooks/01_x.ipynb"), pathlib.Path("notebooks/zh/01_x.ipynb")
+    assert (header.language(english), header.language(chinese)) == ("en", "zh")
+    assert header.language(ROOT / chinese) == "zh"
+    assert "Open In Colab" in header.badge_source(english, url)
+    assert "在 Colab 中打开" in header.badge_source(chinese, url) and "blob/main/notebooks/zh/01_x.ipynb" in \
+        header.badge_source(chinese, url)
+    assert header.setup_source(english, url) == header.SETUP_TEMPLATE.format(repo_url=url)
+    assert header.setup_source(chinese, url) == header.SETUP_TEMPLATE_ZH.format(repo_url=url)
+    english_code = [line.split("  #")[0] for line in header.SETUP_TEMPLATE.splitlines() if not line.startswith("#")]
+    chinese_code = [line.split("  #")[0] for line in header.SETUP_TEMPLATE_ZH.splitlines() if not line.startswith("#")]
+    assert chinese_code == english_code  # only the comments are translated (test_translation.py checks tokens too)
 
 
 def test_the_url_is_written_once_outside_the_notebooks():

@@ -175,3 +175,28 @@ def test_plot_loss_rejects_empty_or_ragged_history():
         plot_loss(History(step=[1, 2], loss=[1.0]))
     with pytest.raises(ValueError, match="val_step"):
         plot_loss(History(step=[1], loss=[1.0], val_step=[1, 2], val_loss=[1.0]))
+
+
+def test_plot_attention_colour_scale_is_set_on_the_image_norm():
+    weights = torch.tensor([[0.2, 0.5], [0.3, 0.4]])  # no 0 and no 1: autoscaling would stretch these
+    norm = plot_attention(weights, colorbar=False).images[0].norm
+    assert (norm.vmin, norm.vmax) == (0.0, 1.0)
+    norm = plot_attention(weights, colorbar=False, vmin=0.1, vmax=None).images[0].norm
+    assert norm.vmin == pytest.approx(0.1) and norm.vmax == pytest.approx(0.5)  # up to this map's own maximum
+    for bad in (None, float("nan"), "0"):
+        with pytest.raises(ValueError, match="vmin"):
+            plot_attention(weights, vmin=bad)
+    with pytest.raises(ValueError, match="vmax"):
+        plot_attention(weights, vmax=float("inf"))
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 3), (2, 3, 0)])
+def test_plot_attention_grid_rejects_zero_maps_or_empty_maps(shape):
+    with pytest.raises(ValueError, match="N, T_q, T_k >= 1"):
+        plot_attention_grid(torch.zeros(shape))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
+def test_plot_attention_rejects_an_empty_map(shape):
+    with pytest.raises(ValueError, match="T_q, T_k >= 1"):
+        plot_attention(torch.zeros(shape))

@@ -117,20 +117,50 @@ def test_positional_tables_take_explicit_positions():
         learned(x, positions=torch.tensor([0, 5, 20]))
 
 
+def sharpened(model):
+    """`model` with every matrix re-drawn at std 1/sqrt(fan_in): sharp attention and logits of order 1.
+
+    At GPT's init (std 0.02) attention is nearly uniform, so a position off by one moves the logits by only ~5e-5.
+    """
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, p.size(-1) ** -0.5)
+    return model
+
+
 @pytest.mark.parametrize("position", ["learned", "sinusoidal", "rope", "alibi", "none"])
 def test_gpt_position_schemes_cache_and_causality(position):
+    """Cached decoding gives the logits of the full pass: each scheme places the new token at the cache's offset."""
     torch.manual_seed(3)
     model = GPT(GPTConfig(13, block_size=16, n_layers=2, n_heads=2, d_model=16, position=position)).eval()
+    sharpened(model)
     tokens = torch.randint(0, 13, (2, 9))
     full = model(tokens)
     caches = model.new_caches()
     steps = [model(tokens[:, :4], caches=caches)] + [model(tokens[:, t : t + 1], caches=caches) for t in range(4, 9)]
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-4, rtol=1e-4)
+    # float rounding leaves ~1e-6 here; an offset off by one moves some logit by 0.3 or more
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
     changed = tokens.clone()
     changed[:, 6] = (changed[:, 6] + 1) % 13
     torch.testing.assert_close(model(changed)[:, :6], full[:, :6])  # the future does not leak
     has_table = position in ("learned", "sinusoidal")
     assert (model.pos_emb is not None) == has_table
+
+
+def test_gpt_alibi_uses_the_positions_it_is_given():
+    """ALiBi reads only distances: ids shifted by a constant change nothing, spread-out ids change the logits, and
+    (B, T) ids give each row its own distances, as if it ran alone."""
+    torch.manual_seed(8)
+    model = sharpened(GPT(GPTConfig(13, block_size=16, n_layers=2, n_heads=2, d_model=16, position="alibi")).eval())
+    tokens = torch.randint(0, 13, (2, 6))
+    spread = torch.tensor([0, 2, 5, 6, 9, 15])
+    default = model(tokens)
+    torch.testing.assert_close(model(tokens, positions=torch.arange(6) + 7), default, atol=1e-5, rtol=1e-5)
+    assert (model(tokens, positions=spread) - default).abs().max() > 0.1
+    per_row = model(tokens, positions=torch.stack([spread, torch.arange(6)]))  # (B, T) ids
+    torch.testing.assert_close(per_row[0], model(tokens[:1], positions=spread)[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(per_row[1], default[1], atol=1e-5, rtol=1e-5)
 
 
 def test_nope_cannot_tell_positions_without_the_mask():
@@ -172,6 +202,26 @@ def test_transformer_position_options():
     torch.testing.assert_close(model(src, tgt), model(src, tgt))
     with pytest.raises(ValueError, match="position"):
         TransformerConfig(13, 13, position="alibi")
+
+
+def test_transformer_randomized_rope_ids_reach_both_self_attentions(monkeypatch):
+    """In training, the drawn ids rotate q and k in the encoder and in the decoder: ids with the default spacing
+    give the eval output (RoPE reads only differences), spread-out ids change both the memory and the logits."""
+    import shared.transformer
+
+    torch.manual_seed(9)
+    config = TransformerConfig(13, 13, 16, 2, 1, 1, 32, 0.0, max_len=40, position="rope", randomized_positions=True)
+    model = sharpened(Transformer(config))
+    src, tgt = torch.randint(3, 13, (2, 5)), torch.randint(3, 13, (2, 6))
+    model.eval()
+    memory = model.encode(src)
+    logits = model.decode(tgt, memory)
+    model.train()  # dropout is 0: only the position ids differ from eval mode
+    for shift, same in ((lambda ids: ids + 11, True), (lambda ids: ids**2, False)):  # (B, T) ids 0..T-1 -> new ids
+        monkeypatch.setattr(shared.transformer, "randomized_positions",
+                            lambda B, T, max_position, device, shift=shift: shift(torch.arange(T).repeat(B, 1)))
+        for got, expected in ((model.encode(src), memory), (model.decode(tgt, memory), logits)):
+            assert torch.allclose(got, expected, atol=1e-5) == same
 
 
 def test_defaults_are_unchanged():

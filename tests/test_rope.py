@@ -75,6 +75,18 @@ def test_bad_input():
         apply_rope(torch.ones(3, 8, dtype=torch.long), torch.arange(3), rope.inv_freq)
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.complex64])
+def test_position_ids_must_be_integers(dtype):
+    """A bool id would be read as 0 or 1 and a complex one lose its imaginary part: both raise TypeError."""
+    positions = torch.tensor([1, 0, 1]).to(dtype)
+    with pytest.raises(TypeError, match=r"positions must be an integer tensor"):
+        apply_rope(torch.randn(1, 1, 3, 8), positions, rope_frequencies(8))
+    with pytest.raises(TypeError, match=r"positions must be an integer tensor"):
+        MultiHeadAttention(16, 2, rope=True)(torch.randn(1, 3, 16), positions=positions)
+    with pytest.raises(TypeError, match=r"positions must be an integer tensor"):
+        MultiHeadAttention(16, 2, alibi=True)(torch.randn(1, 3, 16), positions=positions)
+
+
 def test_attention_rope_kv_cache_equivalence():
     torch.manual_seed(3)
     attn = MultiHeadAttention(16, 4, rope=True).eval()

@@ -10,6 +10,7 @@ from shared.generation.lm import (
     apply_temperature,
     ban_repeated_ngrams,
     generate,
+    next_token_logits,
     top_k_filter,
     top_p_filter,
 )
@@ -199,3 +200,37 @@ def test_tiny_temperature_is_greedy_not_nan(model):
     logits = torch.tensor([[1.0, 3.0, 3.0, float("-inf")]])
     assert torch.equal(apply_temperature(logits, 1e-300).softmax(-1), torch.tensor([[0.0, 0.5, 0.5, 0.0]]))
     torch.testing.assert_close(apply_temperature(logits, 2.0).softmax(-1), (logits / 2.0).softmax(-1))
+
+
+LOGITS, CONTEXT = torch.tensor([[2.0, 1.0, 0.0], [0.0, 1.0, 2.0]]), torch.tensor([[0, 1], [2, 2]])  # (B=2, V=3), (2, 2)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: apply_temperature(LOGITS, 0.0), ValueError, "temperature must be a finite number > 0"),
+    (lambda: apply_temperature(LOGITS, -1.0), ValueError, "temperature"),
+    (lambda: apply_temperature(LOGITS, math.nan), ValueError, "temperature"),
+    (lambda: apply_temperature(LOGITS, True), ValueError, "temperature"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, temperature=-0.5), ValueError, "temperature"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, temperature=math.nan), ValueError, "temperature"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, top_k=0), ValueError, "top_k"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, top_k=2.0), ValueError, "top_k"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, top_p=0.0), ValueError, "top_p"),
+    (lambda: next_token_logits(LOGITS, CONTEXT, top_p=math.nan), ValueError, "top_p"),
+    (lambda: next_token_logits(LOGITS, CONTEXT[:1]), ValueError, "tokens has batch size 1, but logits has .* 2"),
+    (lambda: next_token_logits(LOGITS[None], CONTEXT), ValueError, r"logits must have shape \(B, V\)"),
+    (lambda: next_token_logits(LOGITS, CONTEXT.float()), ValueError, "tokens must be a .* integer tensor"),
+    (lambda: apply_repetition_penalty(LOGITS, CONTEXT[:1], 2.0), ValueError, "tokens has batch size 1"),
+    (lambda: ban_repeated_ngrams(LOGITS, CONTEXT[:1], 2), ValueError, "tokens has batch size 1"),
+    (lambda: ban_repeated_ngrams(LOGITS, CONTEXT[0], 2), ValueError, "tokens must be a .* integer tensor"),
+    (lambda: top_k_filter(LOGITS[0], 2), ValueError, r"logits must have shape \(B, V\)"),
+    (lambda: top_p_filter(LOGITS.long(), 0.5), TypeError, "logits must be a floating-point tensor"),
+    (lambda: top_p_filter([[1.0, 2.0]], 0.5), TypeError, "logits must be a torch.Tensor"),
+])
+def test_the_public_helpers_check_their_knob_and_shapes(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_generate_refuses_a_model_that_is_not_a_gpt():
+    with pytest.raises(TypeError, match="model must be a shared.gpt.GPT"):
+        generate(torch.nn.Linear(2, 2), torch.zeros(1, 1, dtype=torch.long), 3)

@@ -10,7 +10,7 @@ import shared.training
 from shared.gpt import GPT, GPTConfig
 from shared.history import History
 from shared.runtime import choose, fast_mode, get_device, seed_everything
-from shared.training import lm_loss, make_adamw, noam_schedule, train, warmup_cosine
+from shared.training import evaluate, lm_loss, make_adamw, noam_schedule, train, warmup_cosine
 
 
 def test_lm_loss_ignores_masked_targets():
@@ -215,3 +215,45 @@ def test_a_batch_whose_targets_are_all_ignored_leaves_the_logged_loss_a_mean_ove
     assert history.tokens == [7, 21, 21]
     assert history.loss[:2] == pytest.approx([expected, expected], rel=1e-6)  # the mean over batches with tokens
     assert math.isnan(history.loss[2])  # steps 4-5 had no tokens at all: there is no mean to log
+
+
+@pytest.mark.parametrize("warmup, min_ratio", [(2.5, 0.1), (math.nan, 0.1), (True, 0.1), (-1, 0.1), ("10", 0.1),
+                                               (10, math.nan), (10, True), (10, -0.1), (10, 1.5), (10, None)])
+def test_warmup_cosine_rejects_what_is_not_a_step_count_or_a_ratio(warmup, min_ratio):
+    name = "warmup" if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0 else "min_ratio"
+    with pytest.raises(ValueError, match=name):
+        warmup_cosine(warmup, min_ratio)
+
+
+@pytest.mark.parametrize("name, bad", [
+    ("max_seconds", math.nan), ("max_seconds", -1.0), ("max_seconds", 0), ("max_seconds", math.inf),
+    ("max_seconds", True), ("log_every", 0), ("log_every", -5), ("log_every", 2.5), ("log_every", True),
+    ("eval_every", -1), ("eval_every", 1.5), ("eval_every", True), ("eval_every", None),
+    ("checkpoint_every", -2), ("checkpoint_every", 2.0), ("checkpoint_every", True), ("micro_batches", 0),
+])
+def test_train_refuses_bad_intervals_and_budgets_before_the_first_step(name, bad):
+    model, drawn = nn.Linear(2, 2), []
+    with pytest.raises(ValueError, match=name):
+        train(model, torch.optim.SGD(model.parameters(), 0.1), lambda s: drawn.append(s) or torch.randn(4, 2),
+              lambda m, b: (m(b).pow(2).mean(), 4), max_steps=3, progress=False, **{name: bad})
+    assert drawn == []  # refused before any batch was drawn
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_evaluate_runs_in_eval_mode_and_gives_the_model_back_its_mode(training):
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5)).train(training)
+    seen = []
+
+    def eval_fn(m):
+        seen.append((m.training, m[1].training, torch.is_grad_enabled()))
+        return 1.5
+
+    assert evaluate(model, eval_fn) == 1.5 and seen == [(False, False, False)]
+    assert model.training == training and model[1].training == training
+
+    def broken(m):
+        raise RuntimeError("eval failed")
+
+    with pytest.raises(RuntimeError, match="eval failed"):
+        evaluate(model, broken)
+    assert model.training == training and model[1].training == training  # restored on error too

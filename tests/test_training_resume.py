@@ -1,11 +1,13 @@
 """Resuming from a checkpoint restores what the run had built up: the fp16 loss scale as well as the weights."""
 
+import itertools
 from dataclasses import dataclass
 
 import pytest
 import torch
 from torch import nn
 
+import shared.training
 from shared.checkpoint import load_checkpoint, restore_model, restore_training, save_checkpoint
 from shared.training import train
 
@@ -45,7 +47,14 @@ def new_run():
     return model, torch.optim.SGD(model.parameters(), lr=1e-3)
 
 
-def test_resumed_fp16_run_continues_at_the_saved_loss_scale(tmp_path):
+@pytest.fixture
+def steady_clock(monkeypatch):
+    """time.perf_counter advancing 0.5 s per call: each step of train() (two calls) takes exactly 0.5 s."""
+    ticks = itertools.count()
+    monkeypatch.setattr(shared.training.time, "perf_counter", lambda: 0.5 * next(ticks))
+
+
+def test_resumed_fp16_run_continues_at_the_saved_loss_scale(tmp_path, steady_clock):
     model, optimizer = new_run()
     full = fp16_run(model, optimizer)
     assert full.grad_scaler["scale"] < 2.0**16  # steps were skipped and the scale came down
@@ -62,3 +71,6 @@ def test_resumed_fp16_run_continues_at_the_saved_loss_scale(tmp_path):
     assert history.loss == full.loss  # a fresh scale of 65536 would skip more steps, and lose their updates
     assert all(torch.equal(a, b) for a, b in zip(resumed.parameters(), model.parameters()))
     assert history.grad_scaler == full.grad_scaler
+    # the counters go on from the checkpoint's: tokens seen and training seconds, not from 0
+    assert history.tokens == full.tokens == [64 * (i + 1) for i in range(STEPS // 2)]
+    assert history.seconds == full.seconds == [1.0 * (i + 1) for i in range(STEPS // 2)]

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ..masks import causal_mask, check_mask, combine_masks
 from ..positions import alibi_bias
+from ..runtime import eval_mode
 from ..validation import check_int
 
 # In order; the ones in OPTIONAL_STAGES appear only when the module (or the call) uses them.
@@ -139,6 +140,7 @@ def trace_attention(module: nn.Module, query: Tensor, key: Tensor | None = None,
 
     Tensors with at most `max_values` entries are printed in full (rounded to `decimals`); larger ones as
     mean/std/min/max. Returns the stages (see `attention_stages`), plus "module_output" when checked.
+    The check runs the module in eval mode (no dropout, as in the stages), then gives it back its own mode.
     """
     check_int("decimals", decimals, minimum=0)
     check_int("max_values", max_values, minimum=0)
@@ -153,7 +155,7 @@ def trace_attention(module: nn.Module, query: Tensor, key: Tensor | None = None,
     if check:  # causal and positions are passed only when used, so a learner's forward need not take them
         options = {"mask": mask} | ({"causal": True} if causal else {}) | \
             ({"positions": positions} if positions is not None else {})
-        with torch.no_grad():
+        with torch.no_grad(), eval_mode(module):  # in training mode, dropout would change the output at random
             result = module(query, key, value, **options)
         got = result[0] if isinstance(result, (tuple, list)) else result
         stages["module_output"] = got

@@ -37,7 +37,7 @@ class NonFinite:
 
 
 def _tensors(output) -> list[Tensor]:
-    """Every floating-point tensor in a module output (a tensor, or tuples/lists/dicts of them)."""
+    """Every floating-point tensor in a module's inputs or output (a tensor, or tuples/lists/dicts of them)."""
     if isinstance(output, Tensor):
         return [output] if output.is_floating_point() else []
     if isinstance(output, (tuple, list)):
@@ -50,8 +50,9 @@ def _tensors(output) -> list[Tensor]:
 class FirstNonFinite:
     """Context manager: forward hooks on every submodule of `model`; `.first` names where NaN/inf was born.
 
-    `.first` is the first module whose inputs were all finite but whose output is not: the module whose own
-    computation made the first NaN or inf (a child that only passes a NaN on is not reported). If no module
+    `.first` is the first module whose inputs (positional and keyword) were all finite but whose output is not:
+    the module whose own computation made the first NaN or inf (a child that only passes a NaN on is not
+    reported). If no module
     qualifies (the model's input itself was bad), it is the first module with a non-finite output.
     With stop=True the hook raises `NonFiniteError` at that moment (e.g. to stop a training run).
     """
@@ -70,8 +71,8 @@ class FirstNonFinite:
             self.forward_passes += 1
 
         self._handles.append(self.model.register_forward_pre_hook(count_pass))
-        for name, module in self.model.named_modules():
-            self._handles.append(module.register_forward_hook(self._hook(name)))
+        for name, module in self.model.named_modules():  # with_kwargs: the hook also sees keyword inputs
+            self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
         return self
 
     def __exit__(self, *exc) -> None:
@@ -82,7 +83,7 @@ class FirstNonFinite:
             self.first = self.first_output
 
     def _hook(self, name: str):
-        def hook(module, args, output):
+        def hook(module, args, kwargs, output):
             if self.first is not None:
                 return
             bad = next((t.detach() for t in _tensors(output) if not torch.isfinite(t).all()), None)
@@ -91,7 +92,7 @@ class FirstNonFinite:
             found = NonFinite(name, type(module).__name__, int(bad.isnan().sum()), int(bad.isinf().sum()),
                               tuple(bad.shape), self.forward_passes - 1)
             self.first_output = self.first_output or found
-            if all(torch.isfinite(t).all() for t in _tensors(args)):  # born here, not passed on
+            if all(torch.isfinite(t).all() for t in _tensors([args, kwargs])):  # born here, not passed on
                 self.first = found
                 if self.stop:
                     raise NonFiniteError(f"first non-finite output: {found}")

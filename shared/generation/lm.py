@@ -2,22 +2,46 @@
 no-repeat n-gram, batched, seedable, with or without a KV cache.
 
 Every filter is a small pure function on logits (B, V) -> (B, V): removed tokens get -inf, so the
-softmax gives them probability exactly zero.
+softmax gives them probability exactly zero. Each checks its knob and the shapes of what it is given.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
 
 from ..gpt import GPT
 from ..runtime import eval_mode
-from ..validation import check_finite, check_int, check_positive_int, check_tokens
+from ..validation import (
+    check_batch_size,
+    check_finite,
+    check_float_tensor,
+    check_int,
+    check_positive_int,
+    check_tokens,
+    describe,
+)
+
+
+def check_logits(logits: Tensor, tokens: Tensor | None = None) -> Tensor:
+    """Return `logits` if it is a float (B, V) tensor and `tokens`, if given, a (B, T) integer context (T >= 0)."""
+    if check_float_tensor("logits", logits).dim() != 2 or logits.size(-1) < 1:
+        raise ValueError(f"logits must have shape (B, V): one row of next-token scores per sequence, got "
+                         f"{tuple(logits.shape)}")
+    if tokens is not None:
+        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
+                or tokens.dtype == torch.bool:
+            raise ValueError(f"tokens must be a (B, T) integer tensor of the ids so far, got {describe(tokens)}")
+        check_batch_size("tokens", tokens, logits.size(0), of="logits")
+    return logits
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """Keep the k largest logits of each row (ties with the k-th are kept); set the rest to -inf."""
     check_positive_int("top_k", k)
+    check_logits(logits)
     if k >= logits.size(-1):
         return logits
     kth = logits.topk(k, dim=-1).values[..., -1:]  # (B, 1): the k-th largest logit
@@ -26,8 +50,8 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
 
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Nucleus filter: keep the smallest set of most likely tokens whose probabilities sum to >= p."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
-        raise ValueError(f"top_p must be a number in (0, 1], got {p!r}")
+    _check_top_p(p)
+    check_logits(logits)
     if p >= 1.0:
         return logits
     sorted_logits, order = logits.sort(dim=-1, descending=True)  # (B, V)
@@ -40,9 +64,8 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
 
 def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> Tensor:
     """Make every token already in `tokens` (B, T) less likely: positive logits / penalty, negative * penalty."""
-    check_finite("repetition_penalty", penalty, 0.0, " (1.0 = off)")
-    if penalty == 0:
-        raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {penalty!r}")
+    _check_positive("repetition_penalty", penalty, " (1.0 = off)")
+    check_logits(logits, tokens)
     if penalty == 1.0:
         return logits
     seen = logits.gather(-1, tokens)  # (B, T) logits of the tokens already present
@@ -57,6 +80,7 @@ def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
     no choice could keep the promise, and argmax or sampling over all -inf gives no honest answer.
     """
     check_int("no_repeat_ngram_size", n, minimum=0)
+    check_logits(logits, tokens)
     if n == 0 or tokens.size(1) < n:
         return logits
     ngrams = tokens.unfold(1, n, 1)  # (B, T - n + 1, n): every n-gram so far
@@ -75,8 +99,12 @@ def next_token_logits(
     logits: Tensor, tokens: Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
 ) -> Tensor:
-    """Apply penalties, then temperature, then top-k and top-p to (B, V) logits given the (B, T) context."""
-    logits = apply_repetition_penalty(logits.float(), tokens, repetition_penalty)
+    """Apply penalties, then temperature, then top-k and top-p to (B, V) logits given the (B, T) context.
+
+    temperature=0 (greedy) leaves the scale alone: the caller takes the argmax.
+    """
+    check_finite("temperature", temperature, 0.0, " (0 = greedy)")
+    logits = apply_repetition_penalty(check_logits(logits).float(), tokens, repetition_penalty)
     logits = ban_repeated_ngrams(logits, tokens, no_repeat_ngram_size)
     if temperature > 0:
         logits = apply_temperature(logits, temperature)
@@ -92,7 +120,10 @@ def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
 
     Shifting each row so that its largest logit is 0 changes no probability; then even a temperature so
     small that the division overflows gives -inf to the other tokens (their probability 0), never NaN.
+    Temperature 0 (greedy decoding) has no division: take the argmax of the logits instead.
     """
+    _check_positive("temperature", temperature, " (for greedy decoding, temperature 0, take the argmax instead)")
+    check_logits(logits)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0; the top token(s) exactly 0
     return torch.where(shifted == 0, shifted, shifted / temperature)  # 0 / tiny stays 0 rather than 0 / 0 = NaN
 
@@ -122,6 +153,8 @@ def generate(
     ban, then temperature, then top-k and top-p (`next_token_logits`). If the n-gram ban leaves a row no
     token at all, that step raises ValueError naming no_repeat_ngram_size (no token would keep its promise).
     """
+    if not isinstance(model, GPT):
+        raise TypeError(f"model must be a shared.gpt.GPT, got {type(model).__name__}")
     _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size)
     with eval_mode(model):
         return _generate_loop(model, prompt, max_new_tokens, temperature, generator, use_cache, dict(
@@ -156,13 +189,24 @@ def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None)
 
 
 def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size) -> None:
+    """generate's checks, all before the first step: the same ones as the filters themselves make."""
     check_tokens("prompt", prompt)
     check_int("max_new_tokens", max_new_tokens, minimum=0)
     check_finite("temperature", temperature, 0.0, " (0 = greedy)")
     if top_k is not None:
-        top_k_filter(torch.zeros(1, 1), top_k)  # same checks as the filters themselves
+        check_positive_int("top_k", top_k)
     if top_p is not None:
-        top_p_filter(torch.zeros(1, 1), top_p)
-    no_tokens = torch.zeros(1, 0, dtype=torch.long)  # (1, 0): nothing generated yet
-    apply_repetition_penalty(torch.zeros(1, 1), no_tokens, repetition_penalty)
-    ban_repeated_ngrams(torch.zeros(1, 1), no_tokens, no_repeat_ngram_size)
+        _check_top_p(top_p)
+    _check_positive("repetition_penalty", repetition_penalty, " (1.0 = off)")
+    check_int("no_repeat_ngram_size", no_repeat_ngram_size, minimum=0)
+
+
+def _check_top_p(p) -> None:
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
+        raise ValueError(f"top_p must be a number in (0, 1], got {p!r}")
+
+
+def _check_positive(name: str, value, meaning: str) -> None:
+    """A finite number > 0 (not a bool), else ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0{meaning}, got {value!r}")

@@ -16,29 +16,42 @@ from torch import Tensor, nn
 from ..checkpoint import config_from_checkpoint, load_checkpoint, restore_model, save_checkpoint
 from ..gpt import GPT, GPTConfig
 from ..lengthgen import CoupledGPT
-from ..reversal import BOS, EOS, PAD, decode_tokens, encode_digits, pad_to, vocabulary
+from ..reversal import (
+    BOS,
+    EOS,
+    PAD,
+    check_digits,
+    check_sources,
+    decode_tokens,
+    encode_digits,
+    max_source_len,
+    pad_to,
+    vocabulary,
+)
 from ..runtime import eval_mode
 from ..transformer import Transformer, TransformerConfig
-from ..validation import check_bool, check_finite, check_optional_positive_int, check_positive_int
+from ..validation import (
+    check_bool,
+    check_finite,
+    check_int,
+    check_optional_positive_int,
+    check_positive_int,
+    check_tokens,
+    describe,
+)
 
 StepFn = Callable[[Tensor], Tensor]  # (B, t) tokens so far -> (B, V) logits of the next token
 
 
-def max_source_len(model: nn.Module) -> int:
-    """Longest source the model's positions allow: Transformer max_len - 1, GPT (block_size - 2) // 2."""
-    if isinstance(model, Transformer):
-        return model.config.max_len - 1  # the decoder reads BOS + n digits
-    if isinstance(model, GPT):
-        return (model.config.block_size - 2) // 2  # BOS src EOS tgt: 2n + 2 tokens
-    raise TypeError(f"model must be a shared.transformer.Transformer or shared.gpt.GPT, got {type(model).__name__}")
-
-
 def greedy_loop(step_fn: StepFn, start: Tensor, max_new: int) -> Tensor:
-    """Append argmax tokens to `start` (B, t0) until every row has produced EOS; -> (B, t_new) new tokens."""
+    """Append argmax tokens to `start` (B, t0) until every row has produced EOS, or `max_new` tokens (>= 0) have
+    been appended; -> (B, t_new) new tokens. step_fn must return (B, V) logits."""
+    check_tokens("start", start)
+    check_int("max_new", max_new, minimum=0)
     B = start.size(0)
     seq, done = start, torch.zeros(B, dtype=torch.bool, device=start.device)
     for _ in range(max_new):
-        next_token = step_fn(seq).argmax(dim=-1)  # (B,)
+        next_token = _next_logits(step_fn, seq).argmax(dim=-1)  # (B,)
         next_token = next_token.masked_fill(done, PAD)  # finished rows only pad
         seq = torch.cat([seq, next_token[:, None]], dim=1)  # (B, t + 1)
         done |= next_token == EOS
@@ -47,38 +60,13 @@ def greedy_loop(step_fn: StepFn, start: Tensor, max_new: int) -> Tensor:
     return seq[:, start.size(1):]
 
 
-def _position_limit(model: nn.Module) -> str:
-    c = model.config
-    if isinstance(model, Transformer):
-        return f"max_len={c.max_len} target positions, BOS included"
-    return f"block_size={c.block_size} tokens for BOS, digits, EOS and answer"
-
-
-def check_digits(name: str, digits, model: nn.Module) -> list[int]:
-    """`digits` as a list: 1 to max_source_len(model) ints 0-9, else TypeError/ValueError naming `name`."""
-    limit = max_source_len(model)
-    if not isinstance(digits, (list, tuple)):
-        raise TypeError(f"{name} must be a list of ints 0-9, got {type(digits).__name__}")
-    if not digits:
-        raise ValueError(f"{name} must be a non-empty list of ints 0-9, got an empty list")
-    for d in digits:
-        if not isinstance(d, int) or isinstance(d, bool):
-            raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")
-        if not 0 <= d <= 9:
-            raise ValueError(f"{name} must hold ints 0-9, got {d!r}")
-    if len(digits) > limit:
-        raise ValueError(f"{name} may hold at most {limit} digits for this model, got {len(digits)} "
-                         f"(the limit of its positions: {_position_limit(model)})")
-    return list(digits)
-
-
-def _check_sources(sources, model: nn.Module) -> list[list[int]]:
-    """`sources` as a list of digit lists, each checked by `check_digits`."""
-    if not isinstance(sources, (list, tuple)):
-        raise TypeError(f"sources must be a list of digit lists, got {type(sources).__name__}")
-    if len(sources) == 0:
-        raise ValueError("sources must be a non-empty list of digit lists")
-    return [check_digits(f"sources[{i}]", s, model) for i, s in enumerate(sources)]
+def _next_logits(step_fn: StepFn, seq: Tensor) -> Tensor:
+    """step_fn(seq (B, t)) -> (B, V) next-token logits; anything of another shape raises ValueError."""
+    logits = step_fn(seq)
+    if not isinstance(logits, Tensor) or logits.dim() != 2 or logits.size(0) != seq.size(0):
+        raise ValueError(f"step_fn must return next-token logits of shape (B={seq.size(0)}, V) for a sequence of "
+                         f"shape {tuple(seq.shape)}, got {describe(logits)}")
+    return logits
 
 
 def _cut(rows: Tensor, limits: Sequence[int], keep_eos: bool = False) -> list[list[int]]:
@@ -100,7 +88,7 @@ def greedy_decode(
     for the reversed digits and EOS); a row that did not stop is returned as generated. Sources must
     hold 1 to `max_source_len(model)` digits 0-9: a longer one would leave no position for the EOS.
     """
-    sources = _check_sources(sources, model)
+    sources = check_sources(sources, model)
     check_optional_positive_int("max_new", max_new)
     check_bool("keep_eos", keep_eos)
     device = next(model.parameters()).device
@@ -140,11 +128,15 @@ def beam_loop(
     token adds a negative log-probability; 1 compares the mean log-probability per token.
     """
     check_positive_int("beam_size", beam_size)
+    check_positive_int("max_new", max_new)
     check_finite("length_penalty", length_penalty, 0.0)
+    if check_tokens("start", start).size(0) != 1:
+        raise ValueError(f"start must be one sequence of shape (1, t0): beam search keeps the hypotheses of one "
+                         f"source, got {tuple(start.shape)}")
     t0 = start.size(1)
     seq, scores = start, torch.zeros(1, device=start.device)  # (k, t), (k,) summed log-probabilities
     for _ in range(max_new):
-        log_probs = step_fn(seq).log_softmax(dim=-1)  # (k, V)
+        log_probs = _next_logits(step_fn, seq).log_softmax(dim=-1)  # (k, V)
         finished = (seq[:, t0:] == EOS).any(dim=1)  # (k,)
         log_probs[finished] = float("-inf")
         log_probs[finished, PAD] = 0.0  # a finished hypothesis only pads, keeping its score
@@ -203,7 +195,7 @@ def exact_match(model: nn.Module, sources: Sequence[Sequence[int]], batch_size: 
     if len(sources) == 0:
         raise ValueError("sources must be a non-empty list of digit lists: exact match over no sources is undefined")
     check_positive_int("batch_size", batch_size)
-    sources = _check_sources(sources, model)  # here, so that an error names the index in all of `sources`
+    sources = check_sources(sources, model)  # here, so that an error names the index in all of `sources`
     correct = 0
     for i in range(0, len(sources), batch_size):
         chunk = sources[i : i + batch_size]

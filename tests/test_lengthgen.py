@@ -1,0 +1,53 @@
+"""shared.lengthgen's scoring: teacher_forced_match and accuracy_by_length run in eval mode and refuse bad input."""
+
+import pytest
+import torch
+
+from shared.lengthgen import accuracy_by_length, teacher_forced_match
+from shared.reversal import make_model
+
+
+def small(arch, dropout=0.0):
+    torch.manual_seed(0)
+    return make_model(arch, d_model=16, n_heads=2, n_layers=1, dropout=dropout)  # sources of up to 12 digits
+
+
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_teacher_forced_match_runs_in_eval_mode_and_restores_the_mode(arch):
+    model = small(arch, dropout=0.5).train()
+    modes = []
+    handles = [m.register_forward_pre_hook(lambda m, args: modes.append(m.training)) for m in model.modules()]
+    teacher_forced_match(model, [(1, 2, 3), (4, 5, 6, 7)])
+    for handle in handles:
+        handle.remove()
+    assert modes and not any(modes)  # every module ran without dropout
+    assert model.training and all(m.training for m in model.modules())  # and got its training mode back
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda m: teacher_forced_match(None, [(1, 2, 3)]), TypeError, "model must be"),
+    (lambda m: teacher_forced_match(m, []), ValueError, "sources must be a non-empty list"),
+    (lambda m: teacher_forced_match(m, "123"), TypeError, "sources must be a list of digit lists"),
+    (lambda m: teacher_forced_match(m, [(1, 2), (3, 12)]), ValueError, r"sources\[1\] must hold ints 0-9"),
+    (lambda m: teacher_forced_match(m, [(1, 2.0)]), TypeError, r"sources\[0\] must hold ints"),
+    (lambda m: teacher_forced_match(m, [(1,) * 13]), ValueError, r"sources\[0\] may hold at most 12 digits"),
+    (lambda m: teacher_forced_match(m, [(1, 2)], targets=[(2, 1, 0)]), ValueError, "targets must give"),
+    (lambda m: teacher_forced_match(m, [(1, 2)], targets=[(2, -1)]), ValueError, r"targets\[0\] must hold ints"),
+    (lambda m: accuracy_by_length(None, {3: [(1, 2, 3)]}), TypeError, "model must be"),
+    (lambda m: accuracy_by_length(m, {}), ValueError, "test_sets must be a non-empty dict"),
+    (lambda m: accuracy_by_length(m, [(1, 2, 3)]), ValueError, "test_sets must be a non-empty dict"),
+    (lambda m: accuracy_by_length(m, {3: []}), ValueError, r"test_sets\[3\] must be a non-empty list"),
+    (lambda m: accuracy_by_length(m, {3: [(1, 2, 3), (1, 2)]}), ValueError, r"test_sets\[3\] must hold lists of 3"),
+    (lambda m: accuracy_by_length(m, {0: [()]}), ValueError, "each length must be a positive int"),
+])
+@pytest.mark.parametrize("arch", ["encoder_decoder", "decoder_only"])
+def test_bad_input_is_refused_by_name(arch, call, error, message):
+    with pytest.raises(error, match=message):
+        call(small(arch))
+
+
+def test_accuracy_by_length_is_the_fraction_per_length():
+    model = small("decoder_only")
+    sets = {2: [(1, 2), (3, 4), (5, 6)], 3: [(1, 2, 3)]}
+    matched = {n: teacher_forced_match(model, lists).float().mean().item() for n, lists in sets.items()}
+    assert accuracy_by_length(model, sets) == pytest.approx(matched)
