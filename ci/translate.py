@@ -34,6 +34,14 @@ keep (the rules of tests/test_translation.py), and every notebooks/zh/ file that
 write; any of these fails it. It also names every English notebook that has no translation file, as "not
 translated".
 
+Markdown documents of the course (notebooks/TEACHING.md, the teacher's guide) are translated the same way, section by
+section: each heading starts a section, whose block id is the heading's slug (`translations/zh/TEACHING.md`,
+built into `notebooks/zh/TEACHING.md`). Like a chapter, a document is in the edition once its translation file
+exists, and from then on must stay complete and fresh.
+
+    python ci/translate.py skeleton TEACHING.md   # start or extend translations/zh/TEACHING.md
+    python ci/translate.py count                  # the Chinese characters of every translation file
+
 The rule for a notebook without a translation file: a chapter NN is in the Chinese edition once its notebook
 `notebooks/NN_*.ipynb` has a translation file. From then on every English notebook of that chapter (the notebook
 and its solutions) must have a complete, fresh translation, and `check` fails until it has. A notebook of a chapter
@@ -97,6 +105,21 @@ CORE_TERMS = {
 # ---------------------------------------------------------------------------------------------- paths and hashes
 
 
+DOCUMENTS = ("TEACHING.md",)  # markdown documents in notebooks/ that the edition translates, section by section
+HEADING = re.compile(r"^#{1,6} ")
+FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+
+
+def english_documents(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
+    """The English markdown documents of the edition that exist (notebooks/TEACHING.md)."""
+    return [root / "notebooks" / name for name in DOCUMENTS if (root / "notebooks" / name).exists()]
+
+
+def is_document(path: pathlib.Path) -> bool:
+    """True for a markdown document (an English one, its translation file or its Chinese build), not a notebook."""
+    return path.name in DOCUMENTS
+
+
 def english_notebooks(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
     """The English course notebooks and solutions (notebooks/NN_*.ipynb, notebooks/solutions/NN_*.ipynb)."""
     folder = root / "notebooks"
@@ -106,7 +129,9 @@ def english_notebooks(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
 def translation_files(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
     """Every translation file: translations/zh/NN_*.md and translations/zh/solutions/NN_*.md."""
     folder = root / "translations" / LANGUAGE
-    return sorted(folder.glob("[0-9][0-9]_*.md")) + sorted((folder / "solutions").glob("[0-9][0-9]_*.md"))
+    documents = [folder / name for name in DOCUMENTS if (folder / name).exists()]
+    return (sorted(folder.glob("[0-9][0-9]_*.md")) + sorted((folder / "solutions").glob("[0-9][0-9]_*.md"))
+            + documents)
 
 
 def translation_for(english: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.Path:
@@ -116,9 +141,9 @@ def translation_for(english: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib
 
 
 def english_for(translation: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.Path:
-    """translations/zh/[solutions/]X.md -> notebooks/[solutions/]X.ipynb"""
+    """translations/zh/[solutions/]X.md -> notebooks/[solutions/]X.ipynb (a document: notebooks/X.md)"""
     rel = translation.relative_to(root / "translations" / LANGUAGE)
-    return root / "notebooks" / rel.with_suffix(".ipynb")
+    return root / "notebooks" / (rel if is_document(rel) else rel.with_suffix(".ipynb"))
 
 
 def built_for(english: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.Path:
@@ -134,6 +159,36 @@ def chapter(path: pathlib.Path) -> str:
 def in_edition(number: str, root: pathlib.Path = ROOT) -> bool:
     """True once chapter `number`'s notebook (not only its solutions) has a translation file."""
     return any((root / "translations" / LANGUAGE).glob(f"{number}_*.md"))
+
+
+def document_cells(text: str) -> dict:
+    """A markdown document as a notebook of markdown cells, one per section (a heading and what follows it, up to
+    the next heading outside a code fence); each cell's id is its heading's slug, made unique with -2, -3, ..."""
+    sections, current, fenced = [], [], False
+    for line in text.splitlines(keepends=True):
+        if FENCE_LINE.match(line):
+            fenced = not fenced
+        if HEADING.match(line) and not fenced and any(part.strip() for part in current):
+            sections.append(current)
+            current = []
+        current.append(line)
+    if any(part.strip() for part in current):
+        sections.append(current)
+    cells, seen = [], {}
+    for lines in sections:
+        body = "".join(lines).strip("\n")
+        first = body.splitlines()[0]
+        slug = re.sub(r"[^a-z0-9]+", "-", first.lstrip("#").lower()).strip("-")[:48].strip("-") or "top"
+        seen[slug] = seen.get(slug, 0) + 1
+        cell_id = slug if seen[slug] == 1 else f"{slug}-{seen[slug]}"
+        cells.append({"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": _lines(body)})
+    return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def load_english(english: pathlib.Path) -> dict:
+    """An English notebook, or a markdown document as a notebook of its sections (document_cells)."""
+    text = english.read_text(encoding="utf-8")
+    return document_cells(text) if is_document(english) else json.loads(text)
 
 
 def source(cell: dict) -> str:
@@ -244,7 +299,7 @@ def skeleton(english: pathlib.Path, code: bool = False, root: pathlib.Path = ROO
     """Write or extend `english`'s translation file with todo blocks; returns (the file, the number of blocks added)."""
     target = translation_for(english, root)
     blocks = parse(target.read_text(encoding="utf-8"), str(target)) if target.exists() else []
-    nb = json.loads(english.read_text(encoding="utf-8"))
+    nb = load_english(english)
     ordered, added = _skeleton_blocks(nb, blocks, code)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render(ordered, english.relative_to(root).as_posix()), encoding="utf-8")
@@ -295,7 +350,8 @@ def build_notebook(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: lis
     by_id = {block.cell_id: block for block in blocks}
     english_dir = english.parent.relative_to(root).as_posix()
     zh_path = built_for(english, root).relative_to(root)
-    translated = {e.relative_to(root).as_posix() for e in english_notebooks(root) if translation_for(e, root).exists()}
+    translated = {e.relative_to(root).as_posix() for e in english_notebooks(root) + english_documents(root)
+                  if translation_for(e, root).exists()}
     generated = _generated(out)
     for cell in out["cells"]:
         block = by_id.get(cell.get("id"))
@@ -312,6 +368,34 @@ def build_notebook(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: lis
     return out
 
 
+def build_document(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: list[Block] | None = None,
+                   nb: dict | None = None) -> str:
+    """The Chinese text of a markdown document: each section from its fresh or stale block (an untranslated one in
+    English), links rewritten for notebooks/zh/, under a line that names the English source."""
+    if nb is None:
+        nb = load_english(english)
+    if blocks is None:
+        blocks = parse(translation_for(english, root).read_text(encoding="utf-8"), str(translation_for(english, root)))
+    by_id = {block.cell_id: block for block in blocks if block.kind == "cell" and not block.todo}
+    english_dir = english.parent.relative_to(root).as_posix()
+    zh_dir = built_for(english, root).parent.relative_to(root).as_posix()
+    translated = {e.relative_to(root).as_posix() for e in english_notebooks(root) + english_documents(root)
+                  if translation_for(e, root).exists()}
+    sections = [by_id[cell["id"]].text if cell["id"] in by_id else source(cell) for cell in nb["cells"]]
+    sections = [rewrite_links(text, english_dir, zh_dir, translated) for text in sections]
+    note = (f"<!-- Generated by ci/translate.py from {english.relative_to(root).as_posix()} and "
+            f"{translation_for(english, root).relative_to(root).as_posix()}: edit those, not this file. -->\n\n")
+    return note + "\n\n".join(sections) + "\n"
+
+
+def built_text(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: list[Block] | None = None,
+               nb: dict | None = None) -> str:
+    """What `build` writes for `english`: a notebook's JSON text, or a document's markdown."""
+    if is_document(english):
+        return build_document(english, root, blocks, nb)
+    return dumps(build_notebook(english, root, blocks, nb))
+
+
 def build(root: pathlib.Path = ROOT) -> list[str]:
     """Write notebooks/zh/ for every translation file and remove Chinese notebooks that have none; returns what
     changed, as repository paths."""
@@ -322,7 +406,7 @@ def build(root: pathlib.Path = ROOT) -> list[str]:
             raise SystemExit(f"{translation.relative_to(root)}: no English notebook {english.relative_to(root)}")
         target = built_for(english, root)
         expected.add(target)
-        text = dumps(build_notebook(english, root))
+        text = built_text(english, root)
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
@@ -336,7 +420,9 @@ def build(root: pathlib.Path = ROOT) -> list[str]:
 
 def _built_notebooks(root: pathlib.Path) -> list[pathlib.Path]:
     folder = root / "notebooks" / LANGUAGE
-    return sorted(folder.glob("[0-9][0-9]_*.ipynb")) + sorted((folder / "solutions").glob("[0-9][0-9]_*.ipynb"))
+    documents = [folder / name for name in DOCUMENTS if (folder / name).exists()]
+    return (sorted(folder.glob("[0-9][0-9]_*.ipynb")) + sorted((folder / "solutions").glob("[0-9][0-9]_*.ipynb"))
+            + documents)
 
 
 # ------------------------------------------------------------------------------------- what a translation keeps
@@ -533,6 +619,10 @@ def check(root: pathlib.Path = ROOT) -> tuple[list[str], bool]:
                     else f"chapter {number} is not in the Chinese edition yet")
             lines.append(f"not translated: {english.relative_to(root).as_posix()} ({rule})")
             failed |= joined
+    for english in english_documents(root):
+        if not translation_for(english, root).exists():
+            lines.append(f"not translated: {english.relative_to(root).as_posix()} (a document joins the edition "
+                         "with its translation file)")
     return lines, failed
 
 
@@ -540,17 +630,23 @@ def file_report(english: pathlib.Path, root: pathlib.Path = ROOT, glossary_terms
     """The check of one English notebook's translation file, including whether its notebooks/zh/ file is current."""
     translation = translation_for(english, root)
     blocks = parse(translation.read_text(encoding="utf-8"), str(translation.relative_to(root)))
-    nb = json.loads(english.read_text(encoding="utf-8"))
+    nb = load_english(english)
     report = review(nb, blocks, glossary_terms or glossary(root / "notebooks" / "glossary.md"))
     report.translation = translation.relative_to(root).as_posix()
     report.english = english.relative_to(root).as_posix()
     target = built_for(english, root)
-    built = dumps(build_notebook(english, root, blocks, nb))
+    built = built_text(english, root, blocks, nb)
     report.out_of_date = not target.exists() or target.read_text(encoding="utf-8") != built
     return report
 
 
 # -------------------------------------------------------------------------------------------- the command line
+
+
+def chinese_characters(text: str) -> int:
+    """The CJK characters and full-width punctuation in `text` (the size of a translation, as Chinese counts it)."""
+    return len(re.findall(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", text))
+
 
 
 def resolve_target(name: str, root: pathlib.Path = ROOT) -> pathlib.Path:
@@ -563,9 +659,12 @@ def resolve_target(name: str, root: pathlib.Path = ROOT) -> pathlib.Path:
             raise SystemExit(f"notebook: expected one notebooks/{match.group(1) or ''}{match.group(2)}_*.ipynb, "
                              f"found {len(found)}")
         return found[0]
+    if name in DOCUMENTS:
+        return root / "notebooks" / name
     path = (pathlib.Path.cwd() / name).resolve()
-    if path not in english_notebooks(root):
-        raise SystemExit(f"notebook: expected NN, solutions/NN or an English notebook's path, got {name!r}")
+    if path not in english_notebooks(root) + english_documents(root):
+        raise SystemExit(f"notebook: expected NN, solutions/NN, {', '.join(DOCUMENTS)} or an English notebook's "
+                         f"path, got {name!r}")
     return path
 
 
@@ -574,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("build", help="write notebooks/zh/ from the English notebooks and the translation files")
     commands.add_parser("check", help="list stale, missing and orphan blocks; exit 1 if the edition needs work")
+    commands.add_parser("count", help="count the Chinese characters of every translation file")
     start = commands.add_parser("skeleton", help="add a todo block for every cell that has none")
     start.add_argument("notebook", help="NN (the chapter's notebook), solutions/NN, or an English notebook's path")
     start.add_argument("--code", action="store_true", help="also code cells that hold comments")
@@ -585,6 +685,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "skeleton":
         target, added = skeleton(resolve_target(args.notebook), code=args.code)
         print(f"{target.relative_to(ROOT).as_posix()}: {added} todo block(s) added")
+        return 0
+    if args.command == "count":
+        total = 0
+        for translation in translation_files():
+            n = chinese_characters(translation.read_text(encoding="utf-8"))
+            total += n
+            print(f"{n:8,d}  {translation.relative_to(ROOT).as_posix()}")
+        print(f"{total:8,d}  Chinese characters in all")
         return 0
     lines, failed = check()
     print("\n".join(lines))

@@ -12,10 +12,13 @@ EXTERNAL = ("http://", "https://", "mailto:", "#", "data:")
 
 
 def markdown_sources():
-    """(path, markdown text) for README.md, README.zh.md and every markdown cell of every notebook, the Chinese
-    edition's (notebooks/zh/) included (checkpoints skipped)."""
-    for readme in ("README.md", "README.zh.md"):
+    """(path, markdown text) for the README files, CONTRIBUTING.md, every markdown file in notebooks/ (the teacher's
+    guide, references, glossary) and every markdown cell of every notebook, the Chinese edition's (notebooks/zh/)
+    included (checkpoints skipped)."""
+    for readme in ("README.md", "README.zh.md", "CONTRIBUTING.md"):
         yield ROOT / readme, (ROOT / readme).read_text(encoding="utf-8")
+    for document in sorted((ROOT / "notebooks").rglob("*.md")):
+        yield document, document.read_text(encoding="utf-8")
     for notebook in sorted((ROOT / "notebooks").rglob("*.ipynb")):
         if ".ipynb_checkpoints" in notebook.parts:
             continue

@@ -25,7 +25,8 @@ sys.modules["translate"] = translate  # its dataclasses look their module up the
 spec.loader.exec_module(translate)
 
 TRANSLATIONS = translate.translation_files()
-BUILT = sorted(translate._built_notebooks(ROOT))
+BUILT = sorted(translate._built_notebooks(ROOT))  # Chinese notebooks and documents
+BUILT_NOTEBOOKS = [path for path in BUILT if path.suffix == ".ipynb"]
 GLOSSARY = translate.glossary()
 PILOT = ROOT / "notebooks" / "solutions" / "01_solutions.ipynb"  # the first translated notebook
 
@@ -81,7 +82,7 @@ def test_the_check_passes_on_the_repository():
         assert any(rel(english) in line for line in lines), rel(english)
 
 
-@pytest.mark.parametrize("built", BUILT, ids=rel)
+@pytest.mark.parametrize("built", BUILT_NOTEBOOKS, ids=rel)
 def test_outputs_ids_and_metadata_are_the_english_ones(built):
     english, chinese = load(english_of(built)), load(built)
     assert [c["id"] for c in chinese["cells"]] == [c["id"] for c in english["cells"]]
@@ -214,7 +215,7 @@ def test_blocks_render_and_parse_back():
 # ------------------------------------------------------------------------------------------- 3. code identity
 
 
-@pytest.mark.parametrize("built", BUILT, ids=rel)
+@pytest.mark.parametrize("built", BUILT_NOTEBOOKS, ids=rel)
 def test_chinese_code_is_the_english_code(built):
     english = {c["id"]: c for c in load(english_of(built))["cells"]}
     differ = [cell["id"] for cell in load(built)["cells"] if cell["cell_type"] == "code"
@@ -405,3 +406,84 @@ def test_readme_zh_links_every_chinese_notebook_and_readme_links_it():
     top = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:5]
     assert any("](README.zh.md)" in line for line in top)
     assert '<a id="the-notebooks"></a>' in text  # English notebooks link ../README.md#the-notebooks
+
+
+# ------------------------------------------------------------------------- 7. markdown documents (TEACHING.md)
+
+GUIDE = """# Teaching with this course
+
+Intro with 2 schedules.
+
+## Two schedules
+
+```bash
+# not a heading: inside a code fence
+pytest
+```
+
+### 01 · Attention
+
+[Notebook](01_scaled_dot_product_attention.ipynb) · run time about 10 s.
+
+### 01 · Attention
+
+A second section with the same heading.
+"""
+
+
+def test_a_document_splits_into_sections_at_headings_outside_code_fences():
+    nb = translate.document_cells(GUIDE)
+    ids = [cell["id"] for cell in nb["cells"]]
+    assert ids == ["teaching-with-this-course", "two-schedules", "01-attention", "01-attention-2"]
+    assert "# not a heading" in translate.source(nb["cells"][1])
+    assert "\n\n".join(translate.source(cell) for cell in nb["cells"]) + "\n" == GUIDE
+
+
+def guide_edition(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A repository in tmp_path holding GUIDE as notebooks/TEACHING.md, translated and built, and the glossary."""
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "notebooks" / "glossary.md", tmp_path / "notebooks" / "glossary.md")
+    english = tmp_path / "notebooks" / "TEACHING.md"
+    english.write_text(GUIDE, encoding="utf-8")
+    target, added = translate.skeleton(english, root=tmp_path)
+    assert added == 4 and target == tmp_path / "translations" / "zh" / "TEACHING.md"
+    chinese = {"teaching-with-this-course": "# 用本课程教学\n\n介绍 2 种课程安排。",
+               "two-schedules": "## 两种课程安排\n\n```bash\n# 不是标题：在代码块里\npytest\n```",
+               "01-attention": ("### 01 · 注意力\n\n[笔记本](01_scaled_dot_product_attention.ipynb) · "
+                                "运行时间约 10 秒。"),
+               "01-attention-2": "### 01 · 注意力\n\n同一标题的第二节。"}
+    blocks = translate.parse(target.read_text(encoding="utf-8"))
+    for block in blocks:
+        block.text, block.todo = chinese[block.cell_id], False
+    target.write_text(translate.render(blocks, "notebooks/TEACHING.md"), encoding="utf-8")
+    assert translate.build(tmp_path) == ["notebooks/zh/TEACHING.md"]
+    return tmp_path
+
+
+def test_a_document_is_built_translated_with_links_for_the_chinese_folder(tmp_path):
+    root = guide_edition(tmp_path)
+    built = (root / "notebooks" / "zh" / "TEACHING.md").read_text(encoding="utf-8")
+    assert "# 用本课程教学" in built and "同一标题的第二节。" in built and "Teaching with" not in built
+    assert "[笔记本](../01_scaled_dot_product_attention.ipynb)" in built  # 01 has no Chinese version here
+    lines, failed = translate.check(root)
+    assert not failed, "\n".join(lines)
+
+
+def test_editing_a_document_section_makes_the_check_name_it(tmp_path):
+    root = guide_edition(tmp_path)
+    english = root / "notebooks" / "TEACHING.md"
+    english.write_text(GUIDE.replace("about 10 s", "about 12 s"), encoding="utf-8")
+    lines, failed = translate.check(root)
+    stale = [line for line in lines if line.strip().startswith("stale")]
+    assert failed and len(stale) == 1 and "01-attention:" in stale[0], "\n".join(lines)
+    english.write_text(GUIDE + "\n## A new section\n\nMore.\n", encoding="utf-8")
+    lines, failed = translate.check(root)
+    assert failed and any("missing  a-new-section" in line for line in lines), "\n".join(lines)
+
+
+def test_a_document_without_a_translation_is_named_but_does_not_fail(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "notebooks" / "glossary.md", tmp_path / "notebooks" / "glossary.md")
+    (tmp_path / "notebooks" / "TEACHING.md").write_text(GUIDE, encoding="utf-8")
+    lines, failed = translate.check(tmp_path)
+    assert not failed and "not translated: notebooks/TEACHING.md (a document joins the edition" in "\n".join(lines)
