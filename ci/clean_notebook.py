@@ -4,12 +4,13 @@
 `shell.*` times); Jupyter extensions add `ExecuteTime`. They change on every run and only add diff noise.
 Figures (PNG outputs) are re-encoded with a palette of at most 256 colours when that makes them at least 10 %
 smaller: plots use few colours, so they look the same at a third of the size or less, which keeps notebooks under
-~500 KB. Run this after executing a notebook:
+~500 KB. Prompt numbers are set to each code cell's position, as a top-to-bottom run numbers them, so a cell
+added and executed on its own later does not show [3] among [40]s. Run this after executing a notebook:
 
     python ci/clean_notebook.py notebooks/01_scaled_dot_product_attention.ipynb ...
     python ci/clean_notebook.py --check notebooks/*.ipynb   # exit 1 if any notebook is not clean
 
-A unit test (tests/test_clean_notebook.py) checks that no tracked notebook stores them.
+Unit tests (tests/test_clean_notebook.py) check that every tracked notebook is clean.
 """
 
 from __future__ import annotations
@@ -100,6 +101,26 @@ def uncompacted_images(nb: dict) -> list[str]:
             and compact_png(output["data"]["image/png"]) is not output["data"]["image/png"]]
 
 
+def renumber(nb: dict) -> int:
+    """Give every executed code cell the prompt number a top-to-bottom run gives it (its position among the code
+    cells, from 1), so a cell added and executed on its own later reads in order; returns how many changed."""
+    changed = 0
+    code = [cell for cell in nb["cells"] if cell.get("cell_type") == "code"]
+    for position, cell in enumerate(code, start=1):
+        if cell.get("execution_count") is not None and cell["execution_count"] != position:
+            cell["execution_count"] = position
+            changed += 1
+    return changed
+
+
+def misnumbered(nb: dict) -> list[str]:
+    """'cell N: [k], expected [p]' for every executed code cell whose prompt number is not its position."""
+    code = [(i, c) for i, c in enumerate(nb.get("cells", [])) if c.get("cell_type") == "code"]
+    return [f"cell {i}: [{c['execution_count']}], expected [{position}]"
+            for position, (i, c) in enumerate(code, start=1)
+            if c.get("execution_count") is not None and c["execution_count"] != position]
+
+
 def dumps(nb: dict) -> str:
     """The notebook as JSON in the repository's style (the style Jupyter itself writes)."""
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
@@ -110,6 +131,7 @@ def clean_file(path: pathlib.Path) -> bool:
     text = path.read_text(encoding="utf-8")
     nb = cleaned(json.loads(text))
     compact_images(nb)
+    renumber(nb)
     new = dumps(nb)
     if new != text:
         path.write_text(new, encoding="utf-8")
@@ -128,11 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"notebooks: expected existing .ipynb files, got {path}")
         if args.check:
             nb = json.loads(path.read_text(encoding="utf-8"))
-            found, images = volatile_keys(nb), uncompacted_images(nb)
-            if found or images:
+            found, images, numbers = volatile_keys(nb), uncompacted_images(nb), misnumbered(nb)
+            if found or images or numbers:
                 dirty += 1
-                example = (found + images)[0]
-                print(f"{path}: {len(found)} volatile keys, {len(images)} figures to compact, e.g. {example}")
+                example = (found + images + numbers)[0]
+                print(f"{path}: {len(found)} volatile keys, {len(images)} figures to compact, {len(numbers)} prompt "
+                      f"numbers out of order, e.g. {example}")
         elif clean_file(path):
             print(f"cleaned {path}")
     return 1 if dirty else 0

@@ -154,3 +154,25 @@ def test_no_tracked_notebook_stores_an_uncompacted_figure():
     loose = [p.relative_to(ROOT).as_posix() for p in paths
              if p.is_file() and clean.uncompacted_images(json.loads(p.read_text(encoding="utf-8")))]
     assert not loose, f"run: python ci/clean_notebook.py {' '.join(loose)}"
+
+
+def test_prompt_numbers_follow_the_code_cells_and_unexecuted_cells_stay_blank():
+    def code(count):
+        return {"cell_type": "code", "metadata": {}, "source": "x", "outputs": [], "execution_count": count}
+
+    nb = {"cells": [code(None), {"cell_type": "markdown", "metadata": {}, "source": "m"}, code(1), code(3), code(2),
+                    code(None), code(9)], "metadata": {}}
+    assert clean.misnumbered(nb) == ["cell 2: [1], expected [2]", "cell 4: [2], expected [4]",
+                                     "cell 6: [9], expected [6]"]
+    assert clean.renumber(nb) == 3
+    assert [c.get("execution_count") for c in nb["cells"]] == [None, None, 2, 3, 4, None, 6]
+    assert clean.misnumbered(nb) == [] and clean.renumber(nb) == 0
+
+
+def test_no_tracked_notebook_has_prompt_numbers_out_of_order():
+    listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    paths = [ROOT / name for name in listed if ".ipynb_checkpoints" not in pathlib.Path(name).parts]
+    wrong = [p.relative_to(ROOT).as_posix() for p in paths
+             if p.is_file() and clean.misnumbered(json.loads(p.read_text(encoding="utf-8")))]
+    assert not wrong, f"run: python ci/clean_notebook.py {' '.join(wrong)}"
