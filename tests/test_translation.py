@@ -103,6 +103,7 @@ def copy_of_the_edition(tmp_path: pathlib.Path) -> pathlib.Path:
         target = tmp_path / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)
+    translate.build(tmp_path)  # links to other Chinese notebooks depend on which exist: build for this copy
     return tmp_path
 
 

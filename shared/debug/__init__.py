@@ -2,6 +2,7 @@
 
 - `shared.debug.nonfinite` (notebook 07): `FirstNonFinite`, `layer_stats`, `nonfinite_parameters`, `anomaly_origin`.
 - `shared.debug.attention_trace` (notebook 02): `attention_stages` and `trace_attention` for any attention module.
+- `shared.debug.shapes` (notebooks 05, 06, 08): `print_shapes`, every named module's output shape in a forward pass.
 """
 
 from .attention_trace import STAGES, attention_stages, trace_attention
@@ -16,8 +17,9 @@ from .nonfinite import (
     layer_stats,
     nonfinite_parameters,
 )
+from .shapes import print_shapes
 
 __all__ = [
     "STAGES", "attention_stages", "trace_attention", "Anomaly", "FirstNonFinite", "LayerStat", "NonFinite",
-    "NonFiniteError", "anomaly_origin", "format_stats", "layer_stats", "nonfinite_parameters",
+    "NonFiniteError", "anomaly_origin", "format_stats", "layer_stats", "nonfinite_parameters", "print_shapes",
 ]
