@@ -104,7 +104,7 @@ DIAGRAMS = {
            "(B, T_tgt, d_model)", skip_from="dec_ffn"),
          B("generator", "dec", 9.8, "Linear (generator)", "transformer.Transformer.decode", "06", ("output",),
            "(B, T_tgt, tgt_vocab_size)"),
-         B("softmax", "dec", 10.8, "Softmax, greedy pick", "generation.seq2seq.greedy_decode", "06", ("output",)),
+         B("softmax", "dec", 10.8, "Softmax, decode", "generation.seq2seq.greedy_decode", "06", ("output",)),
          B("probs", "dec", 11.65, "output probabilities")),
         (Frame("enc", 3.2, 6.2, "N× encoder layer", "layers.EncoderLayer", "05"),
          Frame("dec", 3.2, 8.2, "N× decoder layer", "layers.DecoderLayer", "05")),
