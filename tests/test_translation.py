@@ -48,7 +48,8 @@ def blocks_of(translation: pathlib.Path) -> list:
 
 
 def english_cells(translation: pathlib.Path, root: pathlib.Path = ROOT) -> dict:
-    return {cell["id"]: cell for cell in load(translate.english_for(translation, root))["cells"]}
+    """The English cells by id (for a markdown document, its sections, as translate.load_english makes them)."""
+    return {cell["id"]: cell for cell in translate.load_english(translate.english_for(translation, root))["cells"]}
 
 
 def pilot_pair() -> tuple[dict, list]:
