@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from .reversal import IGNORE_INDEX, LMBatch, Seq2SeqBatch, collate
 from .reversal import loss_for as _reversal_loss_for
-from .validation import check_bool, check_positive_int
+from .validation import check_bool, check_choice, check_positive_int
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
@@ -178,7 +178,7 @@ class AdditionBatches:
     def __init__(self, arch: str, batch_size: int, seed: int = 0, exclude: Iterable[Problem] = (), device="cpu",
                  min_digits: int = 1, max_digits: int = MAX_DIGITS, reverse_answer: bool = False,
                  width: int | None = None) -> None:
-        _check_arch(arch)
+        check_choice("arch", arch, ARCHS)
         check_positive_int("batch_size", batch_size)
         _check_digits(min_digits, max_digits)
         check_bool("reverse_answer", reverse_answer)
@@ -215,7 +215,7 @@ class AdditionBatches:
 
 def loss_for(arch: str):
     """The loss `train()` needs for `arch`: cross-entropy on the answer tokens and EOS (teacher forcing)."""
-    _check_arch(arch)
+    check_choice("arch", arch, ARCHS)
     return _reversal_loss_for(arch)  # the batches have the layout of shared.reversal's, so its losses apply
 
 
@@ -224,8 +224,3 @@ def _check_digits(min_digits: int, max_digits: int) -> None:
     check_positive_int("max_digits", max_digits)
     if min_digits > max_digits:
         raise ValueError(f"min_digits ({min_digits}) must be at most max_digits ({max_digits})")
-
-
-def _check_arch(arch: str) -> None:
-    if arch not in ARCHS:
-        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")

@@ -85,6 +85,8 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads, dropout, bias)
+        for name, flag in (("rope", rope), ("fused_qkv", fused_qkv), ("alibi", alibi)):
+            check_bool(name, flag)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or isinstance(n_kv_heads, bool) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive int that divides n_heads={n_heads}, got {n_kv_heads!r}")

@@ -53,7 +53,7 @@ def save_checkpoint(
     A DDP or torch.compile wrapper is saved as the model inside it. Anything that
     torch.load(weights_only=True) would refuse raises TypeError naming the entry, and nothing is written.
     """
-    if not is_dataclass(config):
+    if not is_dataclass(config) or isinstance(config, type):  # the class itself is a dataclass too
         raise TypeError(f"config must be a dataclass instance, got {type(config).__name__}")
     if extra is not None and not isinstance(extra, dict):
         raise TypeError(f"extra must be a dict of plain values, got {type(extra).__name__}")

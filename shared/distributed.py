@@ -111,7 +111,8 @@ def shard(batch: Any, index: int, count: int) -> Any:
         raise ValueError(f"need 0 <= index < count, got index={index!r}, count={count!r}")
     if isinstance(batch, Tensor):
         if batch.dim() == 0 or batch.size(0) % count:
-            raise ValueError(f"batch size {tuple(batch.shape)[:1]} must be divisible by {count} to shard it evenly")
+            raise ValueError(f"batch size {tuple(batch.shape)[:1]} must be divisible by {count} to shard it evenly "
+                             "(count: the number of ranks, or micro_batches)")
         size = batch.size(0) // count
         return batch[index * size : (index + 1) * size]  # (B // count, ...)
     if isinstance(batch, (tuple, list)):

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .kv_cache import KVCache
 from .norms import make_norm
-from .validation import check_bool, check_positive_int
+from .validation import check_bool, check_dropout, check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
 
@@ -46,7 +46,7 @@ class FeedForward(nn.Module):
                                  bias=check_bool("bias", bias))  # d_ff=0 would build empty matrices silently
         self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
         self.activation = ACTIVATIONS[activation]()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(check_dropout("dropout", dropout))
         self.linear2 = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -91,6 +91,7 @@ def make_scheme_model(scheme: str, arch: str, d_model: int = 64, n_heads: int = 
 
 def length_test_sets(lengths: Iterable[int] = TEST_LENGTHS, n: int = 200, seed: int = 4321) -> dict:
     """{length: list of distinct digit tuples}: `n` random lists per length, or every list when 10^length <= n."""
+    check_positive_int("n", n)  # 0 or a float would give empty or odd-sized sets, and accuracies of nothing
     rng, out = random.Random(seed), {}
     for length in lengths:
         check_positive_int("lengths (each)", length)
@@ -184,6 +185,7 @@ def mean_over(accuracy: dict, lengths: Sequence[int]) -> float:
 def structured_sets(length: int, n: int = 50, seed: int = 99) -> dict:
     """{category: digit tuples} of inputs random lists rarely produce, all of one `length`."""
     check_int("length", length, minimum=2)
+    check_positive_int("n", n)
     rng = random.Random(seed)
 
     def distinct(make) -> list:

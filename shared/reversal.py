@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .gpt import GPT, GPTConfig
 from .training import lm_loss
 from .transformer import Transformer, TransformerConfig
-from .validation import check_positive_int
+from .validation import check_choice, check_positive_int
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
@@ -95,7 +95,7 @@ def pad_to(rows: Sequence[Sequence[int]], value: int) -> Tensor:
 
 def collate(samples: Sequence[tuple], arch: str = "encoder_decoder") -> Seq2SeqBatch | LMBatch:
     """Pad a list of samples into one batch: inputs with PAD, labels with IGNORE_INDEX."""
-    _check_arch(arch)
+    check_choice("arch", arch, ARCHS)
     if not samples:
         raise ValueError("samples must be a non-empty list")
     columns = list(zip(*samples))
@@ -139,8 +139,8 @@ class ReversalBatches:
     """
 
     def __init__(self, arch: str, batch_size: int, seed: int = 0, exclude=(), device="cpu",
-                 min_len: int = MIN_LEN, max_len: int = MAX_LEN) -> None:
-        _check_arch(arch)
+                 min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> None:
+        check_choice("arch", arch, ARCHS)
         check_positive_int("batch_size", batch_size)
         _check_lengths(min_len, max_len)
         self.arch, self.batch_size, self.seed, self.device = arch, batch_size, seed, device
@@ -225,13 +225,13 @@ def decoder_only_loss(model, batch: LMBatch) -> tuple[Tensor, int]:
 
 def loss_for(arch: str):
     """The loss function `train()` needs for this architecture."""
-    _check_arch(arch)
+    check_choice("arch", arch, ARCHS)
     return seq2seq_loss if arch == "encoder_decoder" else decoder_only_loss
 
 
 def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2, d_ff: int | None = None,
                dropout: float = 0.0, *, position: str | None = None, randomized_positions: bool = False,
-               max_source: int = MAX_LEN, train_lengths: tuple[int, int] = (MIN_LEN, MAX_LEN),
+               max_source: int = MAX_DIGITS, train_lengths: tuple[int, int] = (MIN_DIGITS, MAX_DIGITS),
                gpt_class: type[GPT] = GPT):
     """A Transformer (n_layers encoder + n_layers decoder) or a GPT (2 * n_layers blocks) sized for the task.
 
@@ -242,7 +242,7 @@ def make_model(arch: str, d_model: int = 64, n_heads: int = 4, n_layers: int = 2
     max_source: the longest source the positions must cover. train_lengths (min, max) is recorded as
     `model.train_lengths`, so `reverse()` can warn outside it.
     """
-    _check_arch(arch)
+    check_choice("arch", arch, ARCHS)
     _check_lengths(*train_lengths)
     if arch == "encoder_decoder":
         config = TransformerConfig(VOCAB_SIZE, VOCAB_SIZE, d_model, n_heads, n_layers, n_layers,
@@ -265,8 +265,3 @@ def _check_lengths(min_len: int, max_len: int) -> None:
     check_positive_int("max_len", max_len)
     if min_len > max_len:
         raise ValueError(f"min_len ({min_len}) must be at most max_len ({max_len})")
-
-
-def _check_arch(arch: str) -> None:
-    if arch not in ARCHS:
-        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")

@@ -29,7 +29,15 @@ from .distributed import (
 )
 from .history import History
 from .runtime import eval_mode
-from .validation import check_finite, check_int, check_optional_positive_number, check_positive_int
+from .validation import (
+    check_finite,
+    check_float_tensor,
+    check_int,
+    check_optional_positive_number,
+    check_positive_int,
+    describe,
+    is_integer_tensor,
+)
 
 Schedule = Callable[[int, float], float]  # (step, fraction of the run done) -> learning-rate multiplier
 
@@ -42,6 +50,9 @@ def lm_loss(
     The count is a 0-d tensor on the targets' device (reading it as an int would wait for the GPU).
     `label_smoothing` eps trains towards (1 - eps) on the target plus eps / V on every class (the paper: 0.1).
     """
+    check_float_tensor("logits", logits, min_dim=2)  # (..., V)
+    if not is_integer_tensor(targets):
+        raise TypeError(f"targets must be an integer tensor of class ids, got {describe(targets)}")
     if logits.shape[:-1] != targets.shape:
         raise ValueError(f"logits (B, T, V) {tuple(logits.shape)} and targets (B, T) {tuple(targets.shape)} disagree")
     if not 0.0 <= label_smoothing < 1.0:

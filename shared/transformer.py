@@ -1,4 +1,8 @@
-"""The encoder-decoder Transformer of "Attention Is All You Need" (Post-LN, sinusoidal positions)."""
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Post-LN, sinusoidal positions).
+
+One difference from the paper: its two embeddings and the output projection share one matrix (section 3.4, over a
+joint source-target vocabulary); here they are three separate matrices, so the two vocabularies may differ.
+"""
 
 from __future__ import annotations
 

@@ -169,10 +169,20 @@ def check_finite(name: str, value, minimum: float = -math.inf, meaning: str = ""
     return value
 
 
+def _is_positive_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def check_positive_number(name: str, value, meaning: str = "") -> float:
+    """Return `value` if it is a finite number > 0 (not a bool); else raise ValueError naming `name`."""
+    if not _is_positive_number(value):
+        raise ValueError(f"{name} must be a finite number > 0{meaning}, got {value!r}")
+    return value
+
+
 def check_optional_positive_number(name: str, value, meaning: str = "") -> float | None:
     """Return `value` if it is None or a finite number > 0 (not a bool); else raise ValueError naming `name`."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                              or not math.isfinite(value) or value <= 0):
+    if value is not None and not _is_positive_number(value):
         raise ValueError(f"{name} must be None or a finite number > 0{meaning}, got {value!r}")
     return value
 

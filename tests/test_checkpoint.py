@@ -71,6 +71,8 @@ def test_clear_errors(tmp_path):
         restore_training(state, make_adamw(model, 1e-3))
     with pytest.raises(TypeError, match="config must be a dataclass"):
         save_checkpoint(tmp_path / "x.pt", model, {"vocab_size": 13})
+    with pytest.raises(TypeError, match="config must be a dataclass instance, got type"):  # the class, not one
+        save_checkpoint(tmp_path / "x.pt", model, GPTConfig)
     with pytest.raises(TypeError, match=r"config\['data'\] is a pathlib"):  # torch.load would refuse it
         save_checkpoint(tmp_path / "x.pt", model, PathConfig())
     with pytest.raises(TypeError, match="extra must be a dict"):

@@ -55,6 +55,18 @@ def test_batched_greedy_equals_one_by_one(arch):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
+def test_decoding_runs_without_dropout_and_gives_the_model_back_its_mode(arch):
+    model = small(arch)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.5  # in training mode, every decoding would draw other masks
+    expected = greedy_decode(model, SOURCES), beam_search(model, SOURCES[1], beam_size=2)
+    model.train()
+    assert (greedy_decode(model, SOURCES), beam_search(model, SOURCES[1], beam_size=2)) == expected
+    assert model.training and all(m.training for m in model.modules())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
 def test_beam_size_one_equals_greedy(arch):
     model = small(arch)
     for source in SOURCES:
@@ -183,6 +195,16 @@ def test_length_penalty_counts_the_eos():
     assert beam_loop(step, start, beam_size=2, max_new=5)[0].tolist()[:1] == [EOS]
     tokens, score = beam_loop(step, start, beam_size=2, max_new=5, length_penalty=1.0)
     assert tokens.tolist() == [A, EOS] and score == pytest.approx(math.log(0.36), abs=1e-4)
+
+
+def test_length_penalty_counts_every_token_of_a_hypothesis_that_never_stopped():
+    # [EOS]: log 0.5 = -0.69 in 1 token. [A, A, A] hits max_new without EOS: log 0.3 = -1.20 in 3 tokens, the
+    # better mean (-0.40) only if its length is its 3 tokens: counted as 1, -1.20 would lose to -0.69.
+    step = scripted_step({(): {EOS: 0.5, A: 0.3, B: 0.2}, (A,): {A: 1.0}, (A, A): {A: 1.0}})
+    start = torch.full((1, 1), BOS)
+    assert beam_loop(step, start, beam_size=2, max_new=3)[0].tolist()[:1] == [EOS]
+    tokens, score = beam_loop(step, start, beam_size=2, max_new=3, length_penalty=1.0)
+    assert tokens.tolist() == [A, A, A] and score == pytest.approx(math.log(0.3), abs=1e-4)
 
 
 def test_finished_hypotheses_only_pad():

@@ -184,6 +184,8 @@ def test_precision_is_chosen_automatically_and_can_be_overridden():
         assert nn.Linear(4, 4)(torch.randn(2, 4)).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="micro_batches"):
         backward_micro_batches(nn.Linear(2, 2), None, torch.zeros(2, 2), 0, Precision("fp32"))
+    with pytest.raises(ValueError, match=r"batch size \(4,\) must be divisible by 3 .* or micro_batches"):
+        backward_micro_batches(nn.Linear(2, 2), None, torch.zeros(4, 2), 3, Precision("fp32"))
 
 
 @pytest.mark.parametrize("name", ["bf16", "fp16"])

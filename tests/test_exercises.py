@@ -254,12 +254,12 @@ def test_top_k(capsys):
             "changed the logits passed in")
 
 
-def top_p_with(remove_at_crossing=False, unsort=True):
+def top_p_with(remove_at_crossing=False, unsort=True, strict=False):
     def top_p(logits, p):
         sorted_logits, order = logits.sort(-1, descending=True)
         probs = sorted_logits.softmax(-1)
         cum = probs.cumsum(-1)
-        remove = cum > p if remove_at_crossing else cum - probs >= p
+        remove = cum > p if remove_at_crossing else cum - probs > p if strict else cum - probs >= p
         if unsort:
             remove = remove.scatter(-1, order, remove)
         return logits.masked_fill(remove, float("-inf"))
@@ -271,6 +271,7 @@ def test_top_p(capsys):
     accepts(ex.check_top_p, top_p_with(), capsys)
     rejects(ex.check_top_p, top_p_with(remove_at_crossing=True), capsys, "p=0.7", "one token too few")
     rejects(ex.check_top_p, top_p_with(unsort=False), capsys, "vocabulary order")
+    rejects(ex.check_top_p, top_p_with(strict=True), capsys, "reaches p", "one token too many")  # > p, not >= p
 
 
 def sampler(scale=lambda t: 1 / t, squeeze=True):

@@ -141,3 +141,15 @@ def test_sources_must_be_lists_of_digits(kind):
             with pytest.raises(error, match=message):
                 beam_search(model, bad[-1])
     assert greedy_decode(model, [(1, 2), [3]]) == [[2 + DIGIT_OFFSET, 1 + DIGIT_OFFSET], [3 + DIGIT_OFFSET]]
+    with pytest.raises(TypeError, match="sources must be a list of digit lists, got generator"):
+        exact_match(model, ([1, 2] for _ in range(2)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_large_max_new_decodes_up_to_the_last_position_and_no_further(kind):
+    model, limit = oracle(kind, eos=False)  # never stops: only the positions end the answer
+    for n in (1, limit):
+        # the decoder-only model reads BOS src EOS and all but the last new token: (n + 2) + (new - 1) <= block_size
+        cap = model.config.max_len if kind == "encoder_decoder" else model.config.block_size - (n + 2) + 1
+        assert len(greedy_decode(model, [[7] * n], max_new=100)[0]) == cap
+        assert len(beam_search(model, [7] * n, beam_size=2, max_new=100)) == cap

@@ -264,3 +264,15 @@ def test_the_transformer_has_one_position_table_and_says_so():
     names = [n for n, _ in tiny_transformer(position="learned").named_parameters() if "positional" in n]
     assert names == ["positional.embedding.weight"]
     assert "the encoder and the decoder share its rows" in TransformerConfig.__doc__
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 2.0, float("nan"), True])
+def test_feed_forward_rejects_a_dropout_that_is_not_a_probability(dropout):
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\)"):  # as attention says it
+        FeedForward(8, 16, dropout=dropout)
+
+
+@pytest.mark.parametrize("flag", ["rope", "fused_qkv", "alibi"])
+def test_attention_option_flags_must_be_bools(flag):
+    with pytest.raises(ValueError, match=f"{flag} must be a bool, got 'no'"):  # "no" is truthy: the option was on
+        MultiHeadAttention(8, 2, **{flag: "no"})

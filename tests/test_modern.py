@@ -263,6 +263,9 @@ def test_kv_cache_bytes_shrink_by_heads_over_kv_heads(n_kv_heads):
     assert sizes[None] == c.n_layers * 2 * c.d_model * T * 4  # layers x (K and V) x width x tokens x fp32 bytes
     assert sizes[None] == sizes[n_kv_heads] * (c.n_heads // n_kv_heads)
     assert kv_cache_bytes([KVCache()]) == 0
+    half = KVCache()
+    half.update(torch.zeros(1, 2, T, 8, dtype=torch.float16), torch.zeros(1, 2, T, 8, dtype=torch.float16))
+    assert kv_cache_bytes([half]) == 2 * (2 * T * 8) * 2  # K and V x numel x 2 bytes: measured, not assumed fp32
 
 
 def test_block_options_pass_through():

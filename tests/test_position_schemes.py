@@ -271,6 +271,11 @@ def test_length_test_sets_and_exclusion():
     drawn = {s for step in range(4) for s in batches.sources(step)}
     assert not drawn & excluded and batches.redrawn > 0 and min(map(len, drawn)) == 1
     assert structured_sets(6)["palindrome"][0] == structured_sets(6)["palindrome"][0][::-1]
+    for bad in (0, -5, 2.5):  # used to give empty (or 3-list) sets without a word
+        with pytest.raises(ValueError, match="n must be a positive int"):
+            length_test_sets([3], n=bad)
+        with pytest.raises(ValueError, match="n must be a positive int"):
+            structured_sets(6, n=bad)
 
 
 def _oracle_next(src: list, answer: list) -> int:

@@ -62,6 +62,15 @@ def test_repetition_penalty_by_hand():
     assert torch.equal(logits, torch.tensor([[2.0, -1.0, 0.5, 3.0]]))  # pure: input untouched
 
 
+@pytest.mark.parametrize("ids", [[[0, 4]], [[-1, 2]]])
+def test_context_ids_outside_the_logits_are_refused_by_name(ids):
+    logits, tokens = torch.zeros(1, 4), torch.tensor(ids)  # V = 4: ids 0..3
+    with pytest.raises(ValueError, match=r"tokens must hold ids in 0\.\.3"):  # not torch's bare index error
+        apply_repetition_penalty(logits, tokens, 2.0)
+    with pytest.raises(ValueError, match=r"tokens must hold ids in 0\.\.3"):
+        ban_repeated_ngrams(logits, tokens, 1)
+
+
 def test_no_repeat_ngram_by_hand():
     logits = torch.zeros(1, 5)
     tokens = torch.tensor([[1, 2, 3, 1, 2]])
@@ -88,7 +97,8 @@ def test_bad_knobs_raise_value_error(model):
     with pytest.raises(ValueError, match="max_new_tokens"):
         generate(model, prompt, -1)
     for kwargs, name in [  # checked before any token is generated, even when none is asked for
-        (dict(top_p=True), "top_p"), (dict(repetition_penalty=-3.0), "repetition_penalty"),
+        (dict(temperature=-1.0), "temperature"), (dict(temperature=math.inf), "temperature"),
+        (dict(top_k=0), "top_k"), (dict(top_p=True), "top_p"), (dict(repetition_penalty=-3.0), "repetition_penalty"),
         (dict(repetition_penalty=math.inf), "repetition_penalty"),
         (dict(repetition_penalty=True), "repetition_penalty"),
         (dict(no_repeat_ngram_size=-1), "no_repeat_ngram_size"),

@@ -2,8 +2,8 @@
 
 The file was written before the package was split into its layers (model, tasks, training, generation,
 teaching), by the code that `outputs()` below calls, so a restructuring that changes what any model computes
-fails here. With the torch version that wrote the file the outputs must be bit-identical; other versions
-may round differently, so there they must agree to 1e-5.
+fails here. The outputs must agree to 1e-5: not bit for bit, since even the torch version that wrote the file
+may round differently on another CPU, whose kernels take other instructions.
 """
 
 from pathlib import Path
@@ -89,7 +89,7 @@ def flatten(value) -> list[torch.Tensor]:
 
 def test_seeded_models_compute_what_they_computed_before_the_restructuring():
     stored = torch.load(STORED, weights_only=True)
-    same_torch = stored.pop("torch") == torch.__version__
+    stored.pop("torch")  # the version that wrote the file
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the file was written with one thread
     try:
@@ -99,10 +99,7 @@ def test_seeded_models_compute_what_they_computed_before_the_restructuring():
     assert sorted(now) == sorted(stored)
     for name in stored:
         for got, want in zip(flatten(now[name]), flatten(stored[name]), strict=True):
-            if same_torch:
-                assert torch.equal(got, want), f"{name}: max difference {(got - want).abs().max().item():.3g}"
-            else:
-                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=name)
 
 
 def test_the_comparison_sees_a_changed_model(monkeypatch):

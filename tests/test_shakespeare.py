@@ -149,6 +149,8 @@ def test_block_batches_shapes_shift_and_determinism():
     assert not torch.equal(x, batch_fn(6)[0])
     assert not torch.equal(x, block_batches(tokens, 16, 8, seed=4)(5)[0])
     assert int(x.max()) < 499  # the last target exists
+    short = block_batches(torch.arange(18), block_size=16, batch_size=8)  # two windows: starts 0 and 1
+    assert {int(short(step)[0][i, 0]) for step in range(10) for i in range(8)} == {0, 1}  # the last one too
     with pytest.raises(ValueError, match="block_size"):
         block_batches(tokens, block_size=0, batch_size=8)
 

@@ -22,6 +22,10 @@ def test_lm_loss_ignores_masked_targets():
     assert n == 4 and loss.item() == pytest.approx(expected.item())
     with pytest.raises(ValueError, match="disagree"):
         lm_loss(logits, targets[:, :2])
+    with pytest.raises(TypeError, match="logits must be a floating-point tensor"):
+        lm_loss(logits.long(), targets)
+    with pytest.raises(TypeError, match="targets must be an integer tensor of class ids"):
+        lm_loss(logits, targets.float())  # torch: "expected target dtype to be Long or Byte"
 
 
 def test_schedules():

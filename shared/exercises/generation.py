@@ -149,7 +149,9 @@ def check_top_k(c: Checker) -> None:
 def check_top_p(c: Checker) -> None:
     """fn(logits (B, V), p) -> logits keeping the fewest most likely tokens whose probabilities sum to >= p."""
     nucleus = torch.tensor([[0.05, 0.3, 0.15, 0.5]]).log()  # sorted: 0.5, 0.3 | 0.15, 0.05
+    boundary = torch.tensor([[0.25, 0.125, 0.5, 0.125]]).log()  # exact in binary: the top token alone sums to 0.5
     cases = {"probabilities [0.05, 0.3, 0.15, 0.5], p=0.7": (nucleus, 0.7),
+             "probabilities [0.25, 0.125, 0.5, 0.125], p=0.5 (the top token alone reaches p)": (boundary, 0.5),
              "p=1.0 (keep everything)": (random_tensor(2, 6, seed=4), 1.0),
              "p=0.01 (only the most likely token)": (random_tensor(2, 6, seed=5), 0.01),
              "B=3, V=12, p=0.9": (random_tensor(3, 12, seed=6) * 2, 0.9)}

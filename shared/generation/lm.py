@@ -7,8 +7,6 @@ softmax gives them probability exactly zero. Each checks its knob and the shapes
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -20,8 +18,10 @@ from ..validation import (
     check_float_tensor,
     check_int,
     check_positive_int,
+    check_positive_number,
     check_tokens,
     describe,
+    is_integer_tensor,
 )
 
 
@@ -31,8 +31,7 @@ def check_logits(logits: Tensor, tokens: Tensor | None = None) -> Tensor:
         raise ValueError(f"logits must have shape (B, V): one row of next-token scores per sequence, got "
                          f"{tuple(logits.shape)}")
     if tokens is not None:
-        if not isinstance(tokens, Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.is_complex() \
-                or tokens.dtype == torch.bool:
+        if not is_integer_tensor(tokens) or tokens.dim() != 2:
             raise ValueError(f"tokens must be a (B, T) integer tensor of the ids so far, got {describe(tokens)}")
         check_batch_size("tokens", tokens, logits.size(0), of="logits")
     return logits
@@ -64,10 +63,11 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
 
 def apply_repetition_penalty(logits: Tensor, tokens: Tensor, penalty: float) -> Tensor:
     """Make every token already in `tokens` (B, T) less likely: positive logits / penalty, negative * penalty."""
-    _check_positive("repetition_penalty", penalty, " (1.0 = off)")
+    check_positive_number("repetition_penalty", penalty, " (1.0 = off)")
     check_logits(logits, tokens)
     if penalty == 1.0:
         return logits
+    _check_ids(tokens, logits.size(-1))
     seen = logits.gather(-1, tokens)  # (B, T) logits of the tokens already present
     seen = torch.where(seen > 0, seen / penalty, seen * penalty)
     return logits.scatter(-1, tokens, seen)
@@ -83,6 +83,7 @@ def ban_repeated_ngrams(logits: Tensor, tokens: Tensor, n: int) -> Tensor:
     check_logits(logits, tokens)
     if n == 0 or tokens.size(1) < n:
         return logits
+    _check_ids(tokens, logits.size(-1))
     ngrams = tokens.unfold(1, n, 1)  # (B, T - n + 1, n): every n-gram so far
     prefix = tokens[:, tokens.size(1) - (n - 1) :]  # (B, n - 1): the tokens a new n-gram would start with
     matches = (ngrams[:, :, :-1] == prefix[:, None, :]).all(dim=-1)  # (B, T - n + 1)
@@ -122,7 +123,7 @@ def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
     small that the division overflows gives -inf to the other tokens (their probability 0), never NaN.
     Temperature 0 (greedy decoding) has no division: take the argmax of the logits instead.
     """
-    _check_positive("temperature", temperature, " (for greedy decoding, temperature 0, take the argmax instead)")
+    check_positive_number("temperature", temperature, " (for greedy decoding, temperature 0, take the argmax instead)")
     check_logits(logits)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0; the top token(s) exactly 0
     return torch.where(shifted == 0, shifted, shifted / temperature)  # 0 / tiny stays 0 rather than 0 / 0 = NaN
@@ -197,16 +198,20 @@ def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_p
         check_positive_int("top_k", top_k)
     if top_p is not None:
         _check_top_p(top_p)
-    _check_positive("repetition_penalty", repetition_penalty, " (1.0 = off)")
+    check_positive_number("repetition_penalty", repetition_penalty, " (1.0 = off)")
     check_int("no_repeat_ngram_size", no_repeat_ngram_size, minimum=0)
+
+
+def _check_ids(tokens: Tensor, vocab_size: int) -> None:
+    """The context's ids must index the logits (0..V-1): gather and scatter would fail with a bare index error."""
+    if tokens.numel() == 0:  # an empty context (T = 0) has nothing to index
+        return
+    low, high = torch.aminmax(tokens)
+    if bool((low < 0) | (high >= vocab_size)):
+        raise ValueError(f"tokens must hold ids in 0..{vocab_size - 1} (one per column of logits), "
+                         f"got ids from {low.item()} to {high.item()}")
 
 
 def _check_top_p(p) -> None:
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
         raise ValueError(f"top_p must be a number in (0, 1], got {p!r}")
-
-
-def _check_positive(name: str, value, meaning: str) -> None:
-    """A finite number > 0 (not a bool), else ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0{meaning}, got {value!r}")

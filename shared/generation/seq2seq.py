@@ -192,7 +192,7 @@ def exact_match(model: nn.Module, sources: Sequence[Sequence[int]], batch_size: 
     An answer without its EOS (the model never stopped) is wrong, as in `shared.lengthgen.teacher_forced_match`.
     An empty `sources` raises ValueError: a fraction of no examples is undefined (not 0, not 1).
     """
-    if len(sources) == 0:
+    if isinstance(sources, (list, tuple)) and len(sources) == 0:
         raise ValueError("sources must be a non-empty list of digit lists: exact match over no sources is undefined")
     check_positive_int("batch_size", batch_size)
     sources = check_sources(sources, model)  # here, so that an error names the index in all of `sources`
