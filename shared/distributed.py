@@ -159,8 +159,8 @@ def all_reduce_max(value: float) -> float:
 def auto_precision(device_type: str, bf16_supported: bool) -> str:
     """What 'auto' picks: on CUDA bf16 where the GPU supports it (Ampere and later), else fp16; fp32 elsewhere.
 
-    CPUs get fp32 even where autocast accepts bf16: a CPU without native bf16 instructions runs bf16 matmuls
-    several times slower than fp32 (notebook 11 measures it), and there is no memory to save that matters.
+    CPUs get fp32 even where autocast accepts bf16: a CPU without native bf16 instructions can run bf16 matmuls
+    several times slower than fp32 (notebook 11 times both on its CPU), and there is no memory to save that matters.
     """
     if device_type != "cuda":
         return "fp32"
