@@ -23,9 +23,6 @@ PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
 VOCAB_SIZE = 13
 MIN_DIGITS, MAX_DIGITS = 3, 12  # shortest and longest source (in digits) the task draws
-# Deprecated names of the same two numbers: MAX_LEN reads like TransformerConfig.max_len, which is something else
-# (how many positions the positional table covers). Use MIN_DIGITS / MAX_DIGITS.
-MIN_LEN, MAX_LEN = MIN_DIGITS, MAX_DIGITS
 IGNORE_INDEX = -100  # label value that lm_loss skips
 ARCHS = ("encoder_decoder", "decoder_only")
 

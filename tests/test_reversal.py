@@ -8,9 +8,7 @@ from shared.reversal import (
     EOS,
     IGNORE_INDEX,
     MAX_DIGITS,
-    MAX_LEN,
     MIN_DIGITS,
-    MIN_LEN,
     PAD,
     VOCAB_SIZE,
     LMBatch,
@@ -161,7 +159,6 @@ def test_losses_ignore_padding_and_prompt():
 
 
 def test_test_set_size_is_limited_by_the_lists_that_exist():
-    assert (MIN_LEN, MAX_LEN) == (MIN_DIGITS, MAX_DIGITS)  # the deprecated names still work
     largest = make_test_set(10_000, seed=0)  # every one of the 1,000 three-digit lists, and more of the rest
     assert len(set(largest)) == 10_000 and sum(len(s) == 3 for s in largest) == 1000
     with pytest.raises(ValueError, match=r"n must be at most 10,000"):
