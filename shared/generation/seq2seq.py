@@ -210,6 +210,7 @@ def reverse(model: nn.Module, digits: Sequence[int]) -> list[int]:
     Longer lists than the model's positions cover raise ValueError (the table limit). A length outside
     `model.train_lengths` (recorded by `make_model` and in checkpoints) is answered with a UserWarning:
     the model never saw such a length, and its answer is a guess (notebook 09 measures how good).
+    The answer is the model's, unchecked: a wrong one may have another length (an untrained model often gives []).
     """
     digits = check_digits("digits", digits, model)
     lengths = getattr(model, "train_lengths", None)
