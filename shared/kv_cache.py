@@ -31,8 +31,12 @@ class KVCache:
 
 def kv_cache_bytes(caches: Iterable[KVCache]) -> int:
     """Bytes held by the keys and values of KV caches (one per layer), measured from their tensors."""
+    if not isinstance(caches, Iterable):
+        raise TypeError(f"caches must be an iterable of KVCache (one per layer), got {caches!r}")
     total = 0
     for cache in caches:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"caches must hold KVCache objects (one per layer), got a {type(cache).__name__}")
         for t in (cache.k, cache.v):
             if t is not None:
                 total += t.numel() * t.element_size()

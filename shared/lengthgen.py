@@ -41,6 +41,10 @@ def coupled_positions(tokens: Tensor, max_position: int | None = None) -> Tensor
     ids = torch.where(t < first_eos, first_eos - t, t - first_eos + 1)  # (B, T)
     ids[:, 0] = 0  # BOS
     if max_position is not None:
+        check_positive_int("max_position", max_position)
+        if ids.max() >= max_position:
+            raise ValueError(f"max_position={max_position} is too small: these tokens need ids up to "
+                             f"{int(ids.max())}, so max_position must be at least {int(ids.max()) + 1}")
         room = (max_position - ids.max(dim=1, keepdim=True).values).clamp(min=1)  # (B, 1) offsets allowed
         offset = (torch.rand(B, 1, device=tokens.device) * room).long()  # (B, 1) in 0..room-1
         ids[:, 1:] += offset
@@ -176,6 +180,8 @@ def accuracy_by_length(model: nn.Module, test_sets: dict) -> dict:
 
 def mean_over(accuracy: dict, lengths: Sequence[int]) -> float:
     """Mean exact match over `lengths` (each length weighted equally)."""
+    if not lengths:
+        raise ValueError("lengths must name at least one length, got none")
     missing = [n for n in lengths if n not in accuracy]
     if missing:
         raise ValueError(f"no accuracy measured for lengths {missing}")
@@ -183,7 +189,8 @@ def mean_over(accuracy: dict, lengths: Sequence[int]) -> float:
 
 
 def structured_sets(length: int, n: int = 50, seed: int = 99) -> dict:
-    """{category: digit tuples} of inputs random lists rarely produce, all of one `length`."""
+    """{category: digit tuples} of inputs random lists rarely produce, all of one `length`: up to `n` per category,
+    fewer where fewer such lists exist (at length 2 there are only 10 lists of one repeated digit)."""
     check_int("length", length, minimum=2)
     check_positive_int("n", n)
     rng = random.Random(seed)

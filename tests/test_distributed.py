@@ -173,7 +173,7 @@ def test_group_is_destroyed_on_success_and_on_error(monkeypatch):
 
 def test_precision_is_chosen_automatically_and_can_be_overridden():
     assert auto_precision("cuda", True) == "bf16" and auto_precision("cuda", False) == "fp16"
-    # CPU bf16 autocast runs, but without bf16 instructions (this CPU) it is several times slower than fp32
+    # CPU bf16 autocast runs everywhere, but without bf16 instructions it can be several times slower than fp32
     assert auto_precision("cpu", True) == auto_precision("cpu", False) == auto_precision("mps", False) == "fp32"
     assert Precision("auto", "cpu").name == "fp32" and Precision("auto", "cpu").scaler is None
     assert Precision("fp32", "cpu").scaler is None

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from shared.lengthgen import accuracy_by_length, teacher_forced_match
+from shared.kv_cache import kv_cache_bytes
+from shared.lengthgen import accuracy_by_length, coupled_positions, mean_over, teacher_forced_match
 from shared.reversal import make_model
 
 
@@ -51,3 +52,16 @@ def test_accuracy_by_length_is_the_fraction_per_length():
     sets = {2: [(1, 2), (3, 4), (5, 6)], 3: [(1, 2, 3)]}
     matched = {n: teacher_forced_match(model, lists).float().mean().item() for n, lists in sets.items()}
     assert accuracy_by_length(model, sets) == pytest.approx(matched)
+
+
+def test_small_inputs_are_refused_with_the_argument_named():
+    tokens = torch.tensor([[1, 5, 6, 7, 2, 9, 8, 7]])  # BOS, 3 digits, EOS, answer: ids up to 4
+    with pytest.raises(ValueError, match="max_position=3 is too small.*at least 5"):
+        coupled_positions(tokens, max_position=3)
+    assert coupled_positions(tokens, max_position=5).max() <= 4  # exactly enough room: no offset, no error
+    with pytest.raises(ValueError, match="at least one length"):
+        mean_over({3: 1.0}, [])
+    with pytest.raises(TypeError, match="caches must be an iterable of KVCache"):
+        kv_cache_bytes(None)
+    with pytest.raises(TypeError, match="caches must hold KVCache"):
+        kv_cache_bytes([None])
