@@ -39,7 +39,8 @@ def scaled_dot_product_attention(
     dropout_p: the probability in [0, 1) of dropping each weight (training only: the caller passes 0 in eval).
 
     Masked positions get exactly zero weight; a fully masked row gives zero weights and a zero output
-    (finite in fp32, fp16 and bf16), matching `torch.nn.functional.scaled_dot_product_attention`.
+    (finite in fp32, fp16 and bf16). What `torch.nn.functional.scaled_dot_product_attention` returns for such a
+    row depends on its backend and version, so `MultiHeadAttention`'s fast path sets that row to zero as well.
     """
     _check_qkv(q, k, v, dropout_p, bias)
     d_k = q.size(-1)
@@ -181,8 +182,8 @@ class MultiHeadAttention(nn.Module):
             if bias is not None:  # the fused kernel takes a float mask: the bias, and finfo.min where masked
                 attn_mask = bias if mask is None else torch.where(mask, bias, torch.finfo(q.dtype).min)
             out, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p), None
-            if mask is not None:  # a row with every key masked: ALiBi's float mask makes its softmax uniform (the
-                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # mean of v); zero it, as weights do
+            if mask is not None:  # a row with every key masked: the kernel's answer depends on its backend (with
+                out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # ALiBi, the mean of v); zero it
         return self.w_o(self.merge_heads(out)), weights  # (B, T_q, d_model)
 
 
