@@ -4,7 +4,8 @@
 `shell.*` times); Jupyter extensions add `ExecuteTime`. They change on every run and only add diff noise.
 Figures (PNG outputs) are re-encoded with a palette of at most 256 colours when that makes them at least 10 %
 smaller: plots use few colours, so they look the same at a third of the size or less, which keeps notebooks under
-~500 KB. Prompt numbers are set to each code cell's position, as a top-to-bottom run numbers them, so a cell
+~500 KB. nbval's markers live in cell tags (`nbval-check-output`, `nbval-skip`, ...), out of the learner's view: a
+`# NBVAL_CHECK_OUTPUT`-style comment line in a code cell is moved into the cell's tags. Prompt numbers are set to each code cell's position, as a top-to-bottom run numbers them, so a cell
 added and executed on its own later does not show [3] among [40]s. Run this after executing a notebook:
 
     python ci/clean_notebook.py notebooks/01_scaled_dot_product_attention.ipynb ...
@@ -21,10 +22,13 @@ import binascii
 import io
 import json
 import pathlib
+import re
 import sys
 
 VOLATILE_CELL_KEYS = ("execution", "ExecuteTime")  # timestamps written by the kernel client / extensions
 VOLATILE_PREFIXES = ("iopub.", "shell.")  # per-message times, wherever a tool stores them
+# a whole-line nbval comment marker, e.g. "# NBVAL_CHECK_OUTPUT"; its tag is "nbval-check-output"
+NBVAL_COMMENT = re.compile(r"^[ \t]*#[ \t]*NBVAL_([A-Z_]+)[ \t]*\n?", flags=re.MULTILINE)
 
 
 def _volatile(key: str) -> bool:
@@ -55,6 +59,29 @@ def cleaned(nb: dict) -> dict:
     for cell in nb["cells"]:
         _strip(cell.setdefault("metadata", {}))
     return nb
+
+
+def marker_comments(nb: dict) -> list[str]:
+    """Code cells whose source holds an nbval comment marker, as 'cell N: # NBVAL_X' strings (empty when none)."""
+    found = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") == "code":
+            found += [f"cell {index}: # NBVAL_{m.group(1)}" for m in NBVAL_COMMENT.finditer("".join(cell["source"]))]
+    return found
+
+
+def tag_markers(nb: dict) -> int:
+    """Move every nbval comment marker of a code cell into its tags (in place); returns how many moved."""
+    moved = 0
+    for cell in nb["cells"]:
+        text = "".join(cell["source"]) if cell.get("cell_type") == "code" else ""
+        markers = [f"nbval-{m.group(1).lower().replace('_', '-')}" for m in NBVAL_COMMENT.finditer(text)]
+        if markers:
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            tags += [tag for tag in markers if tag not in tags]
+            cell["source"] = NBVAL_COMMENT.sub("", text).splitlines(keepends=True)
+            moved += len(markers)
+    return moved
 
 
 def compact_png(data: str) -> str:
@@ -130,6 +157,7 @@ def clean_file(path: pathlib.Path) -> bool:
     """Clean one notebook file in place (metadata and figures); True if the file changed."""
     text = path.read_text(encoding="utf-8")
     nb = cleaned(json.loads(text))
+    tag_markers(nb)
     compact_images(nb)
     renumber(nb)
     new = dumps(nb)
@@ -151,11 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             nb = json.loads(path.read_text(encoding="utf-8"))
             found, images, numbers = volatile_keys(nb), uncompacted_images(nb), misnumbered(nb)
-            if found or images or numbers:
+            markers = marker_comments(nb)
+            if found or images or numbers or markers:
                 dirty += 1
-                example = (found + images + numbers)[0]
+                example = (found + images + numbers + markers)[0]
                 print(f"{path}: {len(found)} volatile keys, {len(images)} figures to compact, {len(numbers)} prompt "
-                      f"numbers out of order, e.g. {example}")
+                      f"numbers out of order, {len(markers)} nbval comments to move into tags, e.g. {example}")
         elif clean_file(path):
             print(f"cleaned {path}")
     return 1 if dirty else 0

@@ -176,3 +176,28 @@ def test_no_tracked_notebook_has_prompt_numbers_out_of_order():
     wrong = [p.relative_to(ROOT).as_posix() for p in paths
              if p.is_file() and clean.misnumbered(json.loads(p.read_text(encoding="utf-8")))]
     assert not wrong, f"run: python ci/clean_notebook.py {' '.join(wrong)}"
+
+
+def test_nbval_comment_markers_move_into_cell_tags_and_the_code_is_kept():
+    nb = executed_notebook()
+    nb["cells"][1]["source"] = ["# NBVAL_CHECK_OUTPUT\n", "print(1)  # NBVAL_ in a comment that is not a marker\n"]
+    nb["cells"][2]["source"] = ["x = 2\n", "  #NBVAL_SKIP\n", "y = 3"]
+    assert clean.marker_comments(nb) == ["cell 1: # NBVAL_CHECK_OUTPUT", "cell 2: # NBVAL_SKIP"]
+    assert clean.tag_markers(nb) == 2
+    assert nb["cells"][1]["metadata"]["tags"] == ["nbval-check-output"]
+    assert nb["cells"][1]["source"] == ["print(1)  # NBVAL_ in a comment that is not a marker\n"]
+    assert nb["cells"][2]["metadata"]["tags"] == ["keep", "nbval-skip"] and "".join(nb["cells"][2]["source"]) == (
+        "x = 2\ny = 3")
+    assert clean.marker_comments(nb) == [] and clean.tag_markers(nb) == 0  # idempotent
+
+
+def test_no_tracked_notebook_shows_nbval_markers_to_the_learner():
+    listed = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()
+    paths = [ROOT / name for name in listed if ".ipynb_checkpoints" not in pathlib.Path(name).parts]
+    shown = [p.relative_to(ROOT).as_posix() for p in paths
+             if p.is_file() and clean.marker_comments(json.loads(p.read_text(encoding="utf-8")))]
+    assert not shown, f"run: python ci/clean_notebook.py {' '.join(shown)}"
+    checked = sum("nbval-check-output" in c.get("metadata", {}).get("tags", [])
+                  for p in paths if p.is_file() for c in json.loads(p.read_text(encoding="utf-8"))["cells"])
+    assert checked >= 60  # the course's compared cells are still compared, now by tag
