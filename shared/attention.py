@@ -18,11 +18,12 @@ from .kv_cache import KVCache
 from .masks import causal_mask, check_mask, combine_masks
 from .positions import RotaryEmbedding, alibi_bias, alibi_slopes
 from .validation import (
+    check_attention_inputs,
     check_bool,
-    check_broadcasts,
+    check_bools,
     check_divisible,
     check_dropout,
-    check_float_tensor,
+    check_instance,
     check_position_ids,
     check_positive_int,
     check_sequence,
@@ -35,20 +36,21 @@ def scaled_dot_product_attention(
 ) -> tuple[Tensor, Tensor]:
     """softmax(q k^T / sqrt(d_k) + bias) v, returning (output (..., T_q, d_v), weights (..., T_q, T_k)).
 
-    bias: an optional float tensor broadcastable to the scores (ALiBi's distance penalty), added before masking.
+    bias: an optional float tensor broadcastable to the scores (ALiBi's distance penalty), added before masking;
+    -inf hides a key, as False in `mask` does (torch's float-mask convention); +inf and NaN are refused.
     dropout_p: the probability in [0, 1) of dropping each weight (training only: the caller passes 0 in eval).
 
     Masked positions get exactly zero weight; a fully masked row gives zero weights and a zero output
     (finite in fp32, fp16 and bf16). What `torch.nn.functional.scaled_dot_product_attention` returns for such a
     row depends on its backend and version, so `MultiHeadAttention`'s fast path sets that row to zero as well.
     """
-    _check_qkv(q, k, v, dropout_p, bias)
+    check_attention_inputs(q, k, v, mask, dropout_p, bias)  # shapes, one dtype, d_k >= 1, bias finite or -inf
     d_k = q.size(-1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
     if bias is not None:
         scores = scores + bias
+        mask = combine_masks(mask, bias != -math.inf)  # a -inf in the bias is a masked key
     if mask is not None:
-        check_mask(mask, scores.shape)
         # finfo.min, not -inf: a row with every key masked would otherwise become NaN.
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
@@ -86,8 +88,7 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads, dropout, bias)
-        for name, flag in (("rope", rope), ("fused_qkv", fused_qkv), ("alibi", alibi)):
-            check_bool(name, flag)
+        check_bools(rope=rope, fused_qkv=fused_qkv, alibi=alibi)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if not isinstance(n_kv_heads, int) or isinstance(n_kv_heads, bool) or n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(f"n_kv_heads must be a positive int that divides n_heads={n_heads}, got {n_kv_heads!r}")
@@ -141,7 +142,8 @@ class MultiHeadAttention(nn.Module):
                              "tokens' keys; cross-attention's memory is not new tokens): call with key=None")
         key = query if key is None else key
         value = key if value is None else value
-        _check_inputs(query, key, value, self.d_model)
+        _check_inputs(query, key, value, self.d_model, causal, need_weights)
+        check_instance("cache", cache, KVCache, optional=True)
         q, k, v = self.project_qkv(query, key, value)  # (B, H, T_q, d_k), k and v (B, H_kv, T_k, d_k)
         if self.rope is not None:  # rotate the NEW tokens' q and k before the cache stores k
             if positions is None:
@@ -195,20 +197,8 @@ def _check_heads(d_model: int, n_heads: int, dropout: float, bias: bool) -> None
     check_bool("bias", bias)
 
 
-def _check_qkv(q, k, v, dropout_p, bias) -> None:
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        check_float_tensor(name, x, min_dim=2)  # (..., T, d)
-    if q.size(-1) != k.size(-1):
-        raise ValueError(f"q and k must share their last dim d_k, got {q.size(-1)} and {k.size(-1)}")
-    if k.size(-2) != v.size(-2):
-        raise ValueError(f"k and v must have the same length T_k, got {k.size(-2)} and {v.size(-2)}")
-    check_dropout("dropout_p", dropout_p)
-    if bias is not None:  # the scores' shape: the batch dims of q and k broadcast, then (T_q, T_k)
-        scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))
-        check_broadcasts("bias", check_float_tensor("bias", bias), scores_shape, "the attention scores (..., T_q, T_k)")
-
-
-def _check_inputs(query, key, value, d_model: int) -> None:
+def _check_inputs(query, key, value, d_model: int, causal: bool, need_weights: bool) -> None:
+    check_bools(causal=causal, need_weights=need_weights)  # "no" is truthy: it would mean True
     for name, x in (("query", query), ("key", key), ("value", value)):
         check_sequence(name, x, d_model)  # (B, T >= 1, d_model)
     if key.shape[:2] != value.shape[:2] or key.size(0) != query.size(0):

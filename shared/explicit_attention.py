@@ -54,7 +54,7 @@ class ExplicitMultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         value = key if value is None else value
-        _check_inputs(query, key, value, self.d_model)
+        _check_inputs(query, key, value, self.d_model, causal, need_weights)
         T_q, T_k = query.size(1), key.size(1)
         if mask is not None:
             check_mask(mask, (query.size(0), self.n_heads, T_q, T_k))

@@ -16,6 +16,8 @@ from .validation import (
     check_choice,
     check_divisible,
     check_dropout,
+    check_int,
+    check_items,
     check_optional_positive_int,
     check_positive_ints,
     check_tokens,
@@ -60,6 +62,7 @@ class GPTConfig:
             check_choice(f"GPTConfig.{name}", getattr(self, name), allowed)
         for name in ("d_ff", "n_kv_heads", "max_position"):
             check_optional_positive_int(f"GPTConfig.{name}", getattr(self, name))
+        check_int("GPTConfig.max_position", self.n_positions, self.block_size, " (GPTConfig.block_size)")
         for name in ("fused_qkv", "bias", "randomized_positions"):
             check_bool(f"GPTConfig.{name}", getattr(self, name))
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
@@ -125,8 +128,7 @@ class GPT(nn.Module):
         Checking that every id is below vocab_size costs a min/max reduction over the tokens.
         """
         check_tokens("tokens", tokens, self.config.vocab_size)
-        if caches is not None and len(caches) != len(self.blocks):
-            raise ValueError(f"caches must hold one KVCache per block ({len(self.blocks)}), got {len(caches)}")
+        check_items("caches", caches, KVCache, len(self.blocks), per="block", optional=True)
         offset = len(caches[0]) if caches else 0
         if offset + tokens.size(1) > self.config.block_size:
             raise ValueError(

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from .validation import check_batch_size
+from .validation import check_cache_step
 
 
 class KVCache:
@@ -21,9 +21,8 @@ class KVCache:
         return 0 if self.k is None else self.k.size(2)
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Append this step's (B, H, T_new, d_k) keys and values; return all of them."""
-        if self.k is not None:
-            check_batch_size("the input", k, self.k.size(0), of="the KV cache", hint=": start a new cache for it")
+        """Append this step's (B, H, T_new, d_k) keys and values, of the cached batch size and dtype; return all."""
+        check_cache_step(k, self.k)  # torch.cat would promote an fp16 step to an fp32 cache silently
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
         return self.k, self.v

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention
 from .kv_cache import KVCache
 from .norms import make_norm
-from .validation import check_bool, check_dropout, check_positive_int
+from .validation import check_bool, check_choice, check_dropout, check_nonempty, check_positive_int
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}  # swiglu: a SiLU-gated linear unit
 
@@ -40,8 +40,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", bias: bool = True
     ) -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        check_choice("activation", activation, tuple(ACTIVATIONS))
         self.linear1 = nn.Linear(check_positive_int("d_model", d_model), check_positive_int("d_ff", d_ff),
                                  bias=check_bool("bias", bias))  # d_ff=0 would build empty matrices silently
         self.gate = nn.Linear(d_model, d_ff, bias=bias) if activation == "swiglu" else None
@@ -135,7 +134,7 @@ class PreLNBlock(nn.Module):
 
 def stack_attention_weights(layers: Iterable[nn.Module], name: str = "self_attn_weights") -> Tensor:
     """(n_layers, B, H, T_q, T_k): the weights `name` each layer kept from its last pass with need_weights=True."""
-    maps = [getattr(layer, name) for layer in layers]
+    maps = check_nonempty("layers", [getattr(layer, name) for layer in layers], "one layer")
     if any(m is None for m in maps):
         raise RuntimeError("no attention weights stored: call the model with need_weights=True first")
     return torch.stack(maps)

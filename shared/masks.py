@@ -1,11 +1,17 @@
-"""Attention masks. One convention everywhere: bool, True = may attend, broadcastable to (B, H, T_q, T_k)."""
+"""Attention masks. One convention everywhere: bool, True = may attend, broadcastable to (B, H, T_q, T_k).
+
+Broadcasting aligns shapes from the right, so a 2-D mask is read as (T_q, T_k). A (B, T_k) padding mask is the
+classic mistake: when B == T_q it passes as a (T_q, T_k) mask and hides the wrong keys, and no check can tell it
+from a real (T_q, T_k) mask (when B != T_q it is refused). Pass padding as (B, 1, 1, T_k): `padding_mask` builds it.
+`check_mask` (from `shared.validation`) checks a mask against the scores' shape.
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from .validation import check_broadcasts, check_int, check_positive_int, check_tokens
+from .validation import check_int, check_mask, check_positive_int, check_tokens
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
@@ -22,7 +28,8 @@ def causal_mask(size: int, device: torch.device | str | None = None, n_keys: int
     """
     n_keys = size if n_keys is None else n_keys
     check_positive_int("size", size)
-    check_int("n_keys", n_keys, minimum=size, meaning=f" (size={size}: one key per query at least)")
+    check_int("n_keys", n_keys, minimum=size, meaning=f" (size={size}; n_keys is the number of keys T_k, size the "
+              "number of queries T_q: the last query lines up with the last key, so T_k >= T_q)")
     ones = torch.ones(size, n_keys, dtype=torch.bool, device=device)
     return ones.tril(diagonal=n_keys - size)[None, None]  # (1, 1, T_q, T_k)
 
@@ -42,15 +49,3 @@ def decoder_mask(tgt: Tensor, pad_id: int) -> Tensor:
     """Decoder self-attention mask: causal AND target padding, shape (B, 1, T, T)."""
     check_tokens("tgt", tgt)  # (B, T >= 1) ids
     return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), tgt.device)
-
-
-def check_mask(mask: Tensor, scores_shape: tuple[int, ...] | None = None, name: str = "mask") -> None:
-    """Raise a clear error unless `mask` is a bool tensor that broadcasts to `scores_shape`."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
-    if mask.dim() > 4:
-        raise ValueError(f"{name} must have at most 4 dims (B, H, T_q, T_k), got shape {tuple(mask.shape)}")
-    if scores_shape is not None:
-        check_broadcasts(name, mask, scores_shape, "the attention scores (B, H, T_q, T_k)")

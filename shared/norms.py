@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .validation import check_bool, check_float_tensor, check_optional_positive_number, check_positive_int, describe
+from .validation import check_bool, check_choice, check_features, check_optional_positive_number, check_positive_int
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -28,8 +28,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain g, one per channel
 
     def forward(self, x: Tensor) -> Tensor:
-        if check_float_tensor("x", x).size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {describe(x)}")
+        check_features("x", x, self.d_model)  # floating-point (..., d_model)
         return F.rms_norm(x, (self.d_model,), self.weight, self.eps)  # (..., d_model), in x's dtype
 
     def extra_repr(self) -> str:
@@ -37,9 +36,9 @@ class RMSNorm(nn.Module):
 
 
 def make_norm(kind: str, d_model: int, bias: bool = True) -> nn.Module:
-    """'layernorm' -> nn.LayerNorm (with or without its bias), 'rmsnorm' -> RMSNorm; (..., d_model) -> same."""
-    if kind == "layernorm":
-        return nn.LayerNorm(d_model, bias=check_bool("bias", bias))
+    """'layernorm' -> nn.LayerNorm (with or without its bias) or 'rmsnorm' -> RMSNorm: (..., d_model) -> same."""
+    check_choice("norm", kind, NORMS)
+    check_bool("bias", bias)  # rmsnorm has no bias, but a "no" must not pass silently there either
     if kind == "rmsnorm":
-        return RMSNorm(d_model)
-    raise ValueError(f"norm must be one of {NORMS}, got {kind!r}")
+        return RMSNorm(d_model)  # which checks d_model
+    return nn.LayerNorm(check_positive_int("d_model", d_model), bias=bias)

@@ -12,7 +12,15 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .validation import check_float_tensor, check_position_ids, check_positive_int, check_table_positions, describe
+from .validation import (
+    check_float_tensor,
+    check_ids,
+    check_position_ids,
+    check_positive_int,
+    check_table_input,
+    check_vector,
+    describe,
+)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -42,9 +50,8 @@ class ScaledEmbedding(nn.Module):
             nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
     def forward(self, tokens: Tensor) -> Tensor:
-        """(B, T) ids -> (B, T, d_model)."""
-        if tokens.is_floating_point():
-            raise TypeError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        """(B, T) ids -> (B, T, d_model). Checking that every id is below vocab_size costs a min/max reduction."""
+        check_ids("tokens", tokens, self.embedding.num_embeddings)
         return self.embedding(tokens) * self.scale
 
 
@@ -53,27 +60,30 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512) -> None:
         super().__init__()
-        self.max_len = max_len
+        self.d_model, self.max_len = d_model, max_len
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
-        """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
-        check_table_positions(x, offset, positions, self.max_len)
+        """(B, T, d_model) floats -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
+        check_table_input(x, offset, positions, self.max_len, self.d_model)
         table = self.table[offset : offset + x.size(1)] if positions is None else self.table[positions]
         return (x + table).to(x.dtype)  # table (T, d_model) or (B, T, d_model); the sum rounded once to x's dtype
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """Adds a trained vector per position (GPT style) to (B, T, d_model) inputs."""
+    """Adds a trained vector per position (GPT style) to (B, T, d_model) inputs.
 
-    def __init__(self, max_len: int, d_model: int) -> None:
+    Sizes in the sinusoidal sibling's order, (d_model, max_len); the table is nn.Embedding(max_len, d_model).
+    """
+
+    def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
-        self.max_len = max_len
+        self.d_model, self.max_len = d_model, max_len
         self.embedding = nn.Embedding(check_positive_int("max_len", max_len), check_positive_int("d_model", d_model))
 
     def forward(self, x: Tensor, offset: int = 0, positions: Tensor | None = None) -> Tensor:
-        """(B, T, d_model) -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
-        check_table_positions(x, offset, positions, self.max_len)
+        """(B, T, d_model) floats -> same; `positions` (T,) or (B, T) ints replace offset..offset+T-1."""
+        check_table_input(x, offset, positions, self.max_len, self.d_model)
         if positions is None:
             positions = torch.arange(offset, offset + x.size(1), device=x.device)  # (T,)
         return (x + self.embedding(positions)).to(x.dtype)  # the sum rounded once to x's dtype (fp16 stays fp16)
@@ -87,7 +97,7 @@ POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
 def position_embedding(kind: str, n_positions: int, d_model: int) -> nn.Module | None:
     """The module that adds positions to the embedded tokens for scheme `kind`; None when nothing is added."""
     if kind == "learned":
-        return LearnedPositionalEmbedding(n_positions, d_model)
+        return LearnedPositionalEmbedding(d_model, n_positions)
     if kind == "sinusoidal":
         return SinusoidalPositionalEncoding(d_model, n_positions)
     if kind in POSITION_SCHEMES:
@@ -132,6 +142,7 @@ def apply_rope(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
     """
     check_float_tensor("x", x, min_dim=2)  # (..., T, d_k)
     check_position_ids("positions", positions)
+    check_vector("inv_freq", inv_freq, "(d_k / 2,)")
     T, d_k = x.shape[-2:]
     if positions.size(-1) != T or d_k != 2 * inv_freq.numel():
         raise ValueError(f"positions {tuple(positions.shape)} and inv_freq ({inv_freq.numel()},) must match "
@@ -193,8 +204,7 @@ def alibi_bias(slopes: Tensor, q_positions: Tensor, k_positions: Tensor) -> Tens
 
     For a causal decoder i >= j, so this is the paper's -slope * (i - j).
     """
-    if slopes.dim() != 1:
-        raise ValueError(f"slopes must have shape (H,), got {tuple(slopes.shape)}")
+    check_vector("slopes", slopes, "(H,)")
     check_position_ids("q_positions", q_positions)
     check_position_ids("k_positions", k_positions)
     distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs()  # (T_q, T_k) or (B, T_q, T_k)

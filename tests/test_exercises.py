@@ -196,7 +196,7 @@ class Concatenating(nn.Module):
 
 
 def test_learned_positions(capsys):
-    accepts(ex.check_learned_positions, LearnedPositionalEmbedding, capsys)
+    accepts(ex.check_learned_positions, lambda n, d: LearnedPositionalEmbedding(d, max_len=n), capsys)
     rejects(ex.check_learned_positions, lambda n, d: SinusoidalPositionalEncoding(d, n), capsys,
             "0 trainable parameters", "nn.Embedding")
     rejects(ex.check_learned_positions, Concatenating, capsys, "do not concatenate")

@@ -14,8 +14,9 @@ ALL = ex.CHECKERS["05"]
 
 
 
-def test_notebook_05_has_three_checkers_registered():
-    assert ALL == [ex.check_layer_norm, ex.check_sublayer_connection, ex.check_encoder_layer_params]
+def test_notebook_05_has_four_checkers_registered():
+    assert ALL == [ex.check_layer_norm, ex.check_sublayer_connection, ex.check_encoder_layer_params,
+                   ex.check_pre_ln_block]
 
 
 @pytest.mark.parametrize("check", ALL, ids=lambda c: c.__name__)

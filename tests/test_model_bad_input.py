@@ -109,7 +109,7 @@ def test_gpt_without_positions_refuses_position_ids():
 # ---------------------------------------------------------------- section 8, bugs 2, 5 and 6
 
 
-@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(16, 8)])
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(8, 16)])
 def test_positional_modules_reject_a_negative_offset(module):
     """offset -1 gave an empty slice (sinusoidal) or an IndexError; -3 with T=3 wrapped round silently."""
     for offset in (-1, -3, True, 1.0):
@@ -117,7 +117,7 @@ def test_positional_modules_reject_a_negative_offset(module):
             module(torch.zeros(1, 3, 8), offset=offset)
 
 
-@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(16, 8)])
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=16), LearnedPositionalEmbedding(8, 16)])
 def test_positional_modules_reject_positions_of_another_batch_size(module):
     """(B, T) positions of batch 2 against x of batch 1 used to broadcast into a batch of 2."""
     with pytest.raises(ValueError, match=r"positions has batch size 2, but x has batch size 1"):
@@ -127,9 +127,9 @@ def test_positional_modules_reject_positions_of_another_batch_size(module):
 
 def test_positional_tables_need_positive_sizes():
     with pytest.raises(ValueError, match="max_len must be a positive int"):
-        LearnedPositionalEmbedding(0, 8)
+        LearnedPositionalEmbedding(8, max_len=0)
     with pytest.raises(ValueError, match="d_model must be a positive int"):
-        LearnedPositionalEmbedding(8, 0)
+        LearnedPositionalEmbedding(0, max_len=8)
     with pytest.raises(ValueError, match="d_model must be a positive int"):
         ScaledEmbedding(10, 0)  # was ZeroDivisionError
     with pytest.raises(ValueError, match="vocab_size must be a positive int"):

@@ -1,9 +1,10 @@
 """Every course notebook has the same frame, so that a new notebook cannot skip it.
 
 At the top: learning goals, what the notebook assumes (earlier notebooks, Python and PyTorch versions) and a study
-time. Then a "you are here" map of the whole architecture. At the bottom, as the last three cells: a summary,
-self-check questions whose answers are hidden in `<details>` blocks and each point to where the notebook shows it,
-and a "Next:" link. Notebook 12 set the conventions; the last test plants defects in it to show that each is caught.
+time. Then a "you are here" map of the whole architecture. At the bottom: a summary cell, the self-check questions
+(a '## Self-check questions' cell, and optionally one cell per question after it) whose answers are hidden in
+`<details>` blocks and each point to where the notebook shows it, and a "Next:" link as the last cell. Notebook 12
+set the conventions; the last test plants defects in it to show that each is caught.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ NOTEBOOKS = sorted(FOLDER.glob("[0-9][0-9]_*.ipynb"))  # not notebooks/zh/, solu
 MAP_EXEMPT = {"12_putting_it_together"}  # the capstone draws the whole map in its synthesis section instead
 MAP_WITHIN = 8  # the map comes right after the title, setup and imports cells
 QUESTIONS = range(4, 7)  # 4-6 self-check questions
-BOTTOM = ("## Summary", "## Self-check questions", "**Next:**")  # the last three cells, in this order
+BOTTOM = ("## Summary", "## Self-check questions", "**Next:**")  # in this order at the bottom (see bottom_cells)
 LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
 QUESTION_START = re.compile(r"^\*\*(\d+)\. ", re.M)
 QUESTION = re.compile(  # one question with its answer, in the layout GitHub and JupyterLab both render
@@ -171,12 +172,26 @@ def next_problems(text: str, path: pathlib.Path) -> list[str]:
     return problems
 
 
+def bottom_cells(cells: list[dict]) -> list[dict]:
+    """The summary, the self-check block and the Next cell: the self-check block is its heading cell plus any
+    question cells ('**k. ...') between it and Next, joined into one cell so one check reads both layouts."""
+    end = len(cells) - 1
+    start = end - 1
+    while start > 0 and _source(cells[start]).lstrip().startswith("**") and QUESTION_START.match(
+            _source(cells[start]).lstrip()) and cells[start]["cell_type"] == "markdown":
+        start -= 1
+    if start < 1 or start == end - 1:
+        return cells[-3:]
+    joined = dict(cells[start], source="\n\n".join(_source(c).strip() for c in cells[start:end]) + "\n")
+    return [cells[start - 1], joined, cells[end]]
+
+
 def bottom_problems(cells: list[dict], path: pathlib.Path) -> list[str]:
-    """The last three cells: '## Summary', '## Self-check questions', '**Next:**'; no other Next anywhere."""
+    """At the bottom: '## Summary', '## Self-check questions' (and its question cells), '**Next:**'; no other Next."""
     if len(cells) < 3:
         return ["the notebook needs a summary, self-check questions and a Next cell as its last three cells"]
-    texts = [_source(c).lstrip() if c["cell_type"] == "markdown" else "" for c in cells[-3:]]
-    places = ("the last cell but two", "the last cell but one", "the last cell")
+    texts = [_source(c).lstrip() if c["cell_type"] == "markdown" else "" for c in bottom_cells(cells)]
+    places = ("the cell before the self-check questions", "the self-check questions", "the last cell")
     problems = [f"{place} must be a markdown cell starting with '{start}'"
                 for text, start, place in zip(texts, BOTTOM, places) if not text.startswith(start)]
     if texts[1].startswith(BOTTOM[1]):
@@ -223,22 +238,35 @@ def _cell(cells: list[dict], start: str) -> dict:
 
 
 def _edit(cells: list[dict], start: str, old: str, new: str, count: int = 1) -> None:
-    cell = _cell(cells, start)
-    assert old in _source(cell)
+    """Replace `old` in the first cell, from the one starting with `start` on, that holds it."""
+    first = cells.index(_cell(cells, start))
+    cell = next(c for c in cells[first:] if old in _source(c))
     cell["source"] = _source(cell).replace(old, new, count)
 
 
+def _question_cells(cells: list[dict]) -> list[dict]:
+    """The cells that hold self-check questions (the heading cell, or the per-question cells after it)."""
+    first = cells.index(_cell(cells, "## Self-check questions"))
+    return [c for c in cells[first:] if QUESTION_START.search(_source(c))]
+
+
 def _three_questions(cells: list[dict]) -> None:
-    cell = _cell(cells, "## Self-check questions")
-    blocks = list(QUESTION.finditer(_source(cell)))
-    cell["source"] = _source(cell)[:blocks[0].start()] + "".join(block.group(0) for block in blocks[:3])
+    holders = _question_cells(cells)
+    if len(holders) == 1:
+        cell = holders[0]
+        blocks = list(QUESTION.finditer(_source(cell)))
+        cell["source"] = _source(cell)[:blocks[0].start()] + "".join(block.group(0) for block in blocks[:3])
+    else:
+        for cell in holders[3:]:
+            cells.remove(cell)
 
 
 def _answer_pointing_nowhere(cells: list[dict]) -> None:
-    cell = _cell(cells, "## Self-check questions")
-    fifth = list(QUESTION.finditer(_source(cell)))[4]
+    fifth_cell = next(c for c in _question_cells(cells) if "**5. " in _source(c))
+    fifth = next(m for m in QUESTION.finditer(_source(fifth_cell)) if m["n"] == "5")
     start, end = fifth.span("answer")
-    cell["source"] = _source(cell)[:start] + "Because long carry chains are rare." + _source(cell)[end:]
+    fifth_cell["source"] = (_source(fifth_cell)[:start] + "Because long carry chains are rare."
+                            + _source(fifth_cell)[end:])
 
 
 PLANTS = {
@@ -263,7 +291,8 @@ PLANTS = {
                                                                        "#notebooks"), "anchor #notebooks"),
     "a second Next": (REFERENCE, lambda cells: _edit(cells, "## 7. Where next", "**Papers**",
                                                      "**Next:** notebook 13.\n\n**Papers**"), "last cell only"),
-    "the Summary moved up": (REFERENCE, lambda cells: cells.insert(3, cells.pop(-3)), "starting with '## Summary'"),
+    "the Summary moved up": (REFERENCE, lambda cells: cells.insert(3, cells.pop(cells.index(_cell(cells, "## Summ")))),
+                             "starting with '## Summary'"),
     "no study time": (REFERENCE, lambda cells: _edit(cells, "# 12", "**Study time:**", "Study time:"), "Study time"),
     "the versions left out": (REFERENCE, lambda cells: _edit(cells, "# 12", "Python 3.", "Python 2."), "pyproject"),
     "two learning goals": (REFERENCE, lambda cells: _edit(cells, "# 12", "\n- ", "\n  ", 2), "at least 3 bullets"),

@@ -110,7 +110,7 @@ def test_positional_tables_take_explicit_positions():
     x = torch.zeros(2, 3, 8)
     sin = SinusoidalPositionalEncoding(8, 20)
     torch.testing.assert_close(sin(x, positions=torch.tensor([4, 5, 6])), sin(x, offset=4))
-    learned = LearnedPositionalEmbedding(20, 8)
+    learned = LearnedPositionalEmbedding(8, max_len=20)
     out = learned(x, positions=torch.tensor([[0, 5, 9], [1, 2, 19]]))
     torch.testing.assert_close(out[1, 2], learned.embedding.weight[19])
     with pytest.raises(ValueError, match="positional table"):

@@ -18,7 +18,7 @@ def test_sinusoidal_table_matches_the_formula():
 def test_sinusoidal_is_a_buffer_and_learned_is_a_parameter():
     fixed = SinusoidalPositionalEncoding(16, max_len=20)
     assert list(fixed.parameters()) == [] and "table" in dict(fixed.named_buffers())
-    learned = LearnedPositionalEmbedding(20, 16)
+    learned = LearnedPositionalEmbedding(16, max_len=20)
     assert sum(p.numel() for p in learned.parameters()) == 20 * 16
 
 
@@ -27,7 +27,7 @@ def test_positional_modules_add_position_vectors_with_offset():
     fixed = SinusoidalPositionalEncoding(16, max_len=20)
     torch.testing.assert_close(fixed(x)[0], sinusoidal_table(20, 16)[:5])
     torch.testing.assert_close(fixed(x[:, :2], offset=3)[1], sinusoidal_table(20, 16)[3:5])
-    learned = LearnedPositionalEmbedding(20, 16)
+    learned = LearnedPositionalEmbedding(16, max_len=20)
     torch.testing.assert_close(learned(x, offset=4)[1], learned.embedding.weight[4:9])
 
 
@@ -39,7 +39,7 @@ def test_scaled_embedding_multiplies_by_sqrt_d_model():
         emb(torch.ones(1, 3))
 
 
-@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=6), LearnedPositionalEmbedding(6, 8)])
+@pytest.mark.parametrize("module", [SinusoidalPositionalEncoding(8, max_len=6), LearnedPositionalEmbedding(8, 6)])
 def test_too_long_sequences_are_rejected(module):
     with pytest.raises(ValueError, match=r"longer than the positional table \(max_len=6\)"):
         module(torch.zeros(1, 7, 8))
@@ -71,7 +71,7 @@ def test_the_sinusoidal_table_stays_out_of_checkpoints():
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(
-    "make", [lambda: SinusoidalPositionalEncoding(8, 16), lambda: LearnedPositionalEmbedding(16, 8)],
+    "make", [lambda: SinusoidalPositionalEncoding(8, 16), lambda: LearnedPositionalEmbedding(8, max_len=16)],
     ids=["sinusoidal", "learned"])
 def test_positions_keep_the_input_dtype(make, dtype):
     """x + positions is computed in fp32 and rounded once to x's dtype; learned positions used to return fp32."""

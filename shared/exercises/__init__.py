@@ -21,6 +21,7 @@ from .attention import (  # 01, 02
 from .block import (  # 05
     check_encoder_layer_params,
     check_layer_norm,
+    check_pre_ln_block,
     check_sublayer_connection,
 )
 from .capstone import check_addition_model, greedy_answers  # 12
@@ -34,6 +35,7 @@ from .generation import (  # 06, 08
     check_top_k,
     check_top_p,
 )
+from .gpt import check_gpt  # 08
 from .masks_and_positions import (  # 03, 04
     check_causal_mask,
     check_learned_positions,
@@ -42,17 +44,17 @@ from .masks_and_positions import (  # 03, 04
 )
 from .modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
 from .position_schemes import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
-from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets  # 07
+from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets, check_training_step  # 07
 
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "01": [check_scaled_scores, check_softmax_temperature, check_attention],
     "02": [check_split_heads, check_merge_heads, check_multi_head_attention],
     "03": [check_causal_mask, check_padding_mask, check_attention],  # here with fully_masked_rows=True
     "04": [check_sinusoidal_table, check_learned_positions],
-    "05": [check_layer_norm, check_sublayer_connection, check_encoder_layer_params],
+    "05": [check_layer_norm, check_sublayer_connection, check_encoder_layer_params, check_pre_ln_block],
     "06": [check_decoder_inputs, check_greedy_step, check_exact_match],
-    "07": [check_noam_lr, check_clip_global_norm, check_smoothed_targets],
-    "08": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step],
+    "07": [check_noam_lr, check_clip_global_norm, check_smoothed_targets, check_training_step],
+    "08": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step, check_gpt],
     "09": [check_rope_one_head, check_alibi_slopes, check_randomized_positions],
     "10": [check_rms_norm, check_swiglu, check_repeat_kv],
     "11": [check_shard_for_rank, check_average_gradients],

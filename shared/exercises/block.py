@@ -9,8 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..layers import EncoderLayer
+from ..layers import EncoderLayer, PreLNBlock
 from .feedback import Checker, exercise, random_tensor
+from .modules import build_module, explained, load_reference
 
 
 def _norm(x, gamma, beta, eps, unbiased=False, eps_outside=False, dim=-1):
@@ -113,4 +114,130 @@ def check_encoder_layer_params(c: Checker) -> None:
                  "each is (d_model x d_model), whatever n_heads is.",
                  expected - d * ff - ff: "the FFN has two linear layers: d_model -> d_ff and d_ff -> d_model."}
         c.equal(got, expected, case, "your count", hints.get(got, ""))
+        c.passed()
+
+
+# ---------------------------------------------------------------- a whole Pre-LN block, as an nn.Module
+
+_SIZES = (16, 2, 32)  # d_model, n_heads, d_ff of the blocks the checker builds
+_INIT_HINTS = {"before Module.__init__() call": "call `super().__init__()` first in __init__, before any submodule.",
+               "unexpected keyword argument 'causal'": "give forward a flag: `def forward(self, x, causal=False)`.",
+               "'tuple'": "MultiHeadAttention returns (output, weights): `out, _ = self.attn(h, causal=causal)`."}
+
+
+def _seeded(block: nn.Module, x, seed: int = 1):
+    torch.manual_seed(seed)
+    return block(x, causal=True)
+
+
+def _pre_ln_variants(ref: nn.Module, x, causal: bool) -> list:
+    """The usual wrong blocks, computed from the reference's own submodules."""
+    def attn(h, causal=causal):
+        return ref.attn(h, causal=causal)[0]
+
+    def relu_ff(h):
+        return ref.ff.linear2(F.relu(ref.ff.linear1(h)))
+
+    def block(x, n1=ref.norm1, n2=ref.norm2, res1=True, res2=True, post=False, causal=causal, ff=ref.ff, keep=False):
+        if post:
+            x = n1(x + attn(x, causal))
+            return n2(x + ff(x))
+        h = attn(n1(x), causal)
+        x = (n1(x) if keep else x) + h if res1 else h
+        h = ff(n2(x))
+        return x + h if res2 else h
+
+    flag = ("the causal flag is ignored: pass it on, `self.attn(h, causal=causal)`." if causal else
+            "your block hides later positions although causal=False: pass the flag on, do not hard-code True.")
+    return [(block(x, res1=False), "the attention sublayer's residual is missing: x = x + self.dropout(attn_out)."),
+            (block(x, res2=False), "the feed-forward sublayer's residual is missing: add its output to x."),
+            (block(x, res1=False, res2=False), "both residuals are missing: each sublayer's output is added to x."),
+            (block(x, post=True), "this is Post-LN (norm after the residual sum); Pre-LN normalises each sublayer's "
+             "input: x = x + sublayer(norm(x))."),
+            (block(x, n2=ref.norm1), "norm1 is used for both sublayers: the feed-forward sublayer has its own, norm2."),
+            (block(x, n1=ref.norm2), "norm2 is used for both sublayers: the attention sublayer uses norm1."),
+            (block(x, n1=ref.norm2, n2=ref.norm1), "norm1 and norm2 are swapped: norm1 goes before the attention, "
+             "norm2 before the feed-forward."),
+            (block(x, causal=not causal), flag),
+            (block(x, keep=True), "the residual must carry x itself, not norm1(x)."),
+            (block(x, ff=relu_ff), "FeedForward uses ReLU by default; this block uses activation=\"gelu\".")]
+
+
+@exercise("a Pre-LN Transformer block")
+def check_pre_ln_block(c: Checker) -> None:
+    """MyBlock: an nn.Module class, MyBlock(d_model, n_heads, d_ff, dropout); forward(x (B, T, d), causal) -> same."""
+    state = torch.random.get_rng_state()
+    try:
+        _check_pre_ln_block(c)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _check_pre_ln_block(c: Checker) -> None:
+    hints = {"norm2": "each sublayer has its own LayerNorm: self.norm1 and self.norm2 = nn.LayerNorm(d_model).",
+             "ff": "self.ff = FeedForward(d_model, d_ff, dropout, activation=\"gelu\") from shared.layers.",
+             "attn": "self.attn = MultiHeadAttention(d_model, n_heads, dropout) from shared.attention.",
+             "": "name the submodules like shared.layers.PreLNBlock: norm1, attn, norm2, ff (and dropout)."}
+    torch.manual_seed(0)
+    ref = PreLNBlock(*_SIZES, 0.0).eval()
+    with torch.no_grad():  # distinct gammas and betas, so that a swapped or shared norm shows
+        for i, p in enumerate(p for name, p in ref.named_parameters() if name.startswith("norm")):
+            p.copy_(random_tensor(*p.shape, seed=50 + i) * 0.5 + (1.0 if i % 2 == 0 else 0.0))
+    case = f"MyBlock{(*_SIZES, 0.0)}"
+    mine = build_module(c, c.fn, (*_SIZES, 0.0), case, _INIT_HINTS)
+    load_reference(c, mine, ref.state_dict(), case, hints)
+    mine, learner = mine.eval(), explained(c, mine, _INIT_HINTS)
+    for seed, causal in enumerate((False, True)):
+        case, x = f"eval mode, causal={causal}", random_tensor(2, 5, _SIZES[0], seed=seed) * 2.0
+        with torch.no_grad():
+            got, want = c.run(case, learner, x.clone(), causal=causal), ref(x, causal=causal)
+            if isinstance(got, tuple):
+                c.fail(case, "your forward returns a tuple.", _INIT_HINTS["'tuple'"])
+            c.close(got, want, case, "output", "(B, T, d_model)", variants=_pre_ln_variants(ref, x, causal))
+        c.passed()
+    case, weight = "gradients, causal=True", random_tensor(2, 5, _SIZES[0], seed=7)
+    inputs = [random_tensor(2, 5, _SIZES[0], seed=8).requires_grad_() for _ in range(2)]
+    for module, x in ((mine, inputs[0]), (ref, inputs[1])):
+        out = c.run(case, explained(c, module.train(), _INIT_HINTS), x, causal=True)
+        (c.shape(out, weight, case, meaning="(B, T, d_model)") * weight).sum().backward()
+    c.close(inputs[0].grad, inputs[1].grad, case, "the gradient of x")
+    params = dict(mine.named_parameters())
+    for name, p in ref.named_parameters():
+        if params[name].grad is None:
+            c.fail(case, f"{name} got no gradient.", "use every submodule in forward, without .detach() or no_grad().")
+        c.close(params[name].grad, p.grad, case, f"the gradient of {name}", atol=1e-4)
+    c.passed()
+    _check_dropout(c, ref.state_dict())
+
+
+def _check_dropout(c: Checker, state: dict) -> None:
+    """With dropout=0.5: off in eval mode, and in train mode the reference's masks in the reference's places."""
+    case = f"MyBlock{(*_SIZES, 0.5)}"
+    mine, ref = build_module(c, c.fn, (*_SIZES, 0.5), case, _INIT_HINTS), PreLNBlock(*_SIZES, 0.5)
+    load_reference(c, mine, state, case, {})
+    ref.load_state_dict(state)
+    x, learner = random_tensor(2, 5, _SIZES[0], seed=9), explained(c, mine, _INIT_HINTS)
+    with torch.no_grad():
+        mine.eval()
+        case = "dropout=0.5, eval mode"
+        first, second = (c.tensor(c.run(case, learner, x, causal=True), case) for _ in range(2))
+        if not torch.equal(first, second):
+            c.fail(case, "two calls on the same input differ: dropout is still on in eval mode.",
+                   "use nn.Dropout modules (model.eval() turns them off); F.dropout needs training=self.training.")
+        c.passed()
+        case, outputs = "dropout=0.5, train mode, seeded", []
+        mine.train()
+        for seed in (1, 2):
+            torch.manual_seed(seed)
+            outputs.append(c.tensor(c.run(case, learner, x, causal=True), case))
+        if torch.equal(*outputs):
+            c.fail(case, "in train mode, calls with different random seeds give the same output: no dropout.",
+                   "apply self.dropout to each sublayer's output, and pass dropout to MultiHeadAttention and "
+                   "FeedForward.")
+        want, variants = _seeded(ref, x), []
+        ref.dropout.p = 0.0
+        variants.append((_seeded(ref, x), "dropout is missing on the sublayers' outputs: x + self.dropout(out)."))
+        ref.dropout.p, ref.attn.dropout, ref.ff.dropout.p = 0.5, 0.0, 0.0
+        variants.append((_seeded(ref, x), "pass dropout on to MultiHeadAttention and FeedForward: they drop inside."))
+        c.close(outputs[0], want, case, "output", "(same random seed as the reference)", variants=variants)
         c.passed()

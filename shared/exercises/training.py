@@ -6,10 +6,14 @@ Import them from `shared.exercises`; see `shared.exercises.feedback` for how a c
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
+from torch import Tensor, nn
 
+from ..training import lm_loss, train, warmup_cosine
 from .feedback import Checker, exercise, random_tensor
+from .modules import explained
 
 
 def reference_noam_lr(step: int, d_model: int, warmup: int) -> float:
@@ -99,3 +103,138 @@ def check_smoothed_targets(c: Checker) -> None:
                            "sums to 1.")],
                 shape_hints={(V, len(targets)): "rows are examples, columns classes: (N, vocab_size)."})
         c.passed()
+
+
+# ---------------------------------------------------------------- one step of the training loop
+
+_STEPS, _VOCAB = 5, 11
+
+
+def _setup(seed: int = 0):
+    """A tiny language model with dropout (in eval mode, as after an evaluation), SGD over two parameter groups."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(OrderedDict(embed=nn.Embedding(_VOCAB, 16), drop=nn.Dropout(0.3), head=nn.Linear(16, _VOCAB)))
+    groups = [{"params": [model.embed.weight, model.head.weight]}, {"params": [model.head.bias]}]
+    return model, torch.optim.SGD(groups, lr=0.5)
+
+
+def _batch(step: int):
+    tokens = torch.randint(0, _VOCAB, (4, 9), generator=torch.Generator().manual_seed(100 + step))
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def _loss_fn(model, batch):
+    inputs, targets = batch
+    return lm_loss(model(inputs), targets)
+
+
+def _reference_step(model, optimizer, batch, loss_fn, step, max_steps, schedule, base_lr, grad_clip, mistake=""):
+    """One step of shared.training.train, written out, with switches for the usual mistakes."""
+    factor = schedule(step + (mistake == "step + 1"), (step + (mistake == "step + 1")) / max_steps)
+    groups = optimizer.param_groups[:1] if mistake == "one group" else optimizer.param_groups
+    if mistake not in ("no lr", "lr after"):
+        for group in groups:
+            group["lr"] = group["lr"] * factor if mistake == "compound" else base_lr * factor
+    if mistake != "eval":
+        model.train()
+    if mistake not in ("no zero_grad", "zero after"):
+        optimizer.zero_grad()
+    loss, _ = loss_fn(model, batch)
+    loss.backward(retain_graph=mistake == "twice")
+    if mistake == "twice":
+        loss.backward()
+    if mistake == "zero after":
+        optimizer.zero_grad()
+    if mistake not in ("no clip", "clip after"):
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    if mistake == "clip after":
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if mistake == "lr after":
+        for group in optimizer.param_groups:
+            group["lr"] = base_lr * factor
+    return loss.item()
+
+
+_MISTAKES = {
+    "no zero_grad": "the gradients accumulate over steps: call optimizer.zero_grad() before backward().",
+    "zero after": "zero_grad() after backward() erases the gradients just computed: zero them before backward().",
+    "no clip": "clip the gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip) after backward().",
+    "clip after": "clipping after optimizer.step() is too late: the step already used the unclipped gradients.",
+    "step + 1": "steps count from 0: the factor is schedule(step, step / max_steps), not schedule(step + 1, ...).",
+    "lr after": "set the learning rate before optimizer.step(): this step ran with the previous step's rate.",
+    "no lr": "set the rate of every group: group[\"lr\"] = base_lr * schedule(step, step / max_steps).",
+    "compound": "group[\"lr\"] *= factor multiplies the factors of all steps: set base_lr * factor instead.",
+    "one group": "set the rate of every group in optimizer.param_groups, not just the first.",
+    "eval": "call model.train() at the start of the step: the model may come from an evaluation, in eval mode, "
+    "and then dropout is off.",
+    "twice": "call loss.backward() once per step: twice doubles the gradients.",
+}
+_ERRORS = {"backward through the graph a second time": "call loss.backward() once per step.",
+           "'tuple' object has no attribute": "loss_fn(model, batch) returns (loss, n_tokens): unpack it.",
+           "'base_lr'": "use the argument: group[\"lr\"] = base_lr * schedule(step, step / max_steps).",
+           "argument: 'frac'": "a schedule takes (step, fraction of the run done): schedule(step, step / max_steps).",
+           "positional argument": "the arguments are (model, optimizer, batch, loss_fn, step, max_steps, schedule, "
+           "base_lr, grad_clip)."}
+
+
+def _run(step_fn, grad_clip: float, mistake: str = "") -> tuple[list, nn.Module]:
+    """_STEPS steps of `step_fn` from the seeded setup -> (what it returned at each step, the model)."""
+    model, optimizer = _setup()
+    torch.manual_seed(1)  # the same dropout masks in every run
+    losses, schedule = [], warmup_cosine(2)
+    for step in range(_STEPS):
+        model.eval()  # as after an evaluation: the step must switch dropout back on
+        args = (model, optimizer, _batch(step), _loss_fn, step, _STEPS, schedule, 0.5, grad_clip)
+        losses.append(step_fn(*args, mistake=mistake) if mistake else step_fn(*args))
+    return losses, model
+
+
+def _flat(model: nn.Module, grads: bool = False) -> Tensor:
+    """All weights (and, with grads, the last step's gradients) in one vector."""
+    tensors = [*model.parameters()]
+    tensors += [torch.zeros_like(p) if p.grad is None else p.grad for p in model.parameters()] if grads else []
+    return torch.cat([t.detach().flatten() for t in tensors]).double()
+
+
+def _diagnose(mine: nn.Module, grad_clip: float) -> str:
+    """The hint of the mistake whose run ends with your weights (and gradients, where they tell mistakes apart)."""
+    runs = {m: _run(_reference_step, grad_clip, m)[1] for m in _MISTAKES}
+    for grads in (True, False):
+        for mistake, model in runs.items():
+            if torch.allclose(_flat(mine, grads), _flat(model, grads), rtol=1e-5, atol=1e-7):
+                return _MISTAKES[mistake]
+    return "follow train()'s order: set the rate, train(), zero_grad(), loss_fn, backward(), clip, step()."
+
+
+@exercise("one training step")
+def check_training_step(c: Checker) -> None:
+    """fn(model, optimizer, batch, loss_fn, step, max_steps, schedule, base_lr, grad_clip) -> the loss (float)."""
+    state = torch.random.get_rng_state()
+    try:
+        for grad_clip in (0.05, 1e6):  # every step clipped; no step clipped
+            _check_steps(c, grad_clip)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+def _check_steps(c: Checker, grad_clip: float) -> None:
+    case = f"{_STEPS} steps against train(), grad_clip={grad_clip:g}"
+    model, optimizer = _setup()
+    torch.manual_seed(1)
+    history = train(model, optimizer, _batch, _loss_fn, max_steps=_STEPS, schedule=warmup_cosine(2),
+                    grad_clip=grad_clip, log_every=1, progress=False)
+    losses, mine = c.run(case, _run, explained(c, c.fn, _ERRORS), grad_clip)
+    if not torch.allclose(_flat(mine), _flat(model), rtol=1e-5, atol=1e-7):  # zero_grad() at the end is fine too
+        hint = _diagnose(mine, grad_clip)
+        for (name, p), q in zip(model.named_parameters(), mine.parameters()):
+            if not torch.allclose(q, p, rtol=1e-5, atol=1e-7):
+                c.fail(case, f"after {_STEPS} steps the weights of {name} differ from train()'s (largest difference "
+                       f"{float((q - p).detach().abs().max()):.3g}).", hint)
+    for step, (loss, want) in enumerate(zip(losses, history.loss)):
+        if isinstance(loss, Tensor) and loss.numel() == 1:
+            loss = loss.item()
+        if not isinstance(loss, (int, float)) or not math.isclose(loss, want, rel_tol=1e-5):
+            c.fail(case, f"at step {step} your function returned {loss!r}, expected the loss {want:.6g}.",
+                   "return the step's loss as a float: `return loss.item()`.")
+    c.passed()
