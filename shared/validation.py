@@ -169,6 +169,90 @@ def check_finite(name: str, value, minimum: float = -math.inf, meaning: str = ""
     return value
 
 
+def check_betas(name: str, betas) -> tuple[float, float]:
+    """Return `betas` if it is a pair of numbers in [0, 1) (Adam's moment decay rates); else raise naming `name`."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2 or not all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and 0.0 <= b < 1.0 for b in betas):
+        raise ValueError(f"{name} must be a pair (beta1, beta2) of numbers in [0, 1), e.g. (0.9, 0.95), got {betas!r}")
+    return tuple(betas)
+
+
+def check_loss_fn_result(result) -> tuple[Tensor, Tensor | int]:
+    """Return what a loss_fn returned if it is (mean loss: a 0-d float tensor, token count: an int or 0-d tensor)."""
+    expected = "loss_fn must return (mean loss: a 0-d float tensor, token count: an int or 0-d tensor) as lm_loss does"
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        got = f"a {type(result).__name__} of {len(result)}" if isinstance(result, (tuple, list)) else (
+            f"a Tensor of {describe(result)}" if isinstance(result, Tensor) else f"a {type(result).__name__}")
+        raise TypeError(f"{expected}; got {got}")
+    loss, count = result
+    if not isinstance(loss, Tensor) or not loss.is_floating_point() or loss.dim() != 0:
+        raise TypeError(f"{expected}; got a loss of {describe(loss)}")
+    if isinstance(count, bool) or not (isinstance(count, int) or isinstance(count, Tensor) and count.dim() == 0
+                                       and not count.is_complex() and count.dtype != torch.bool):
+        raise TypeError(f"{expected}; got a token count of {describe(count)}")
+    return loss, count
+
+
+def check_finite_loss(loss: Tensor, step: int) -> Tensor:
+    """Return the 0-d `loss` of training step `step` if it is finite; else raise FloatingPointError naming the step.
+
+    Reading it waits for the device (one small read per step), as fp16's GradScaler does for its own inf check.
+    """
+    if not torch.isfinite(loss):
+        raise FloatingPointError(
+            f"the loss at step {step} is {loss.item()}: training stopped before the optimizer step, so the weights "
+            f"are as they were before step {step}. A lower learning rate may help; shared.debug.nonfinite finds "
+            f"the first layer that makes NaN or inf")
+    return loss
+
+
+def check_model_config(model: nn.Module, config) -> None:
+    """`config` must be the config `model` was built with (its `config` attribute, where it has one).
+
+    A checkpoint is rebuilt as type(model)(config): with another config the saved weights would not fit.
+    """
+    built = getattr(model, "config", None)
+    if built is None:
+        return  # a model that does not record its config: the caller's word is taken
+    if type(built) is not type(config):
+        raise ValueError(f"config is a {type(config).__name__}, but the model was built with a {type(built).__name__}")
+    if built != config:
+        given, own = vars(config), vars(built)
+        diff = {k: (own[k], given.get(k)) for k in own if given.get(k) != own[k]}
+        raise ValueError(f"config is not the one the model was built with (model.config); (model's, given) differ "
+                         f"at {diff}: a checkpoint saved with it could not be rebuilt")
+
+
+def check_map_location(name: str, device) -> torch.device:
+    """Return torch.device(device) if it names a device this machine has; else raise ValueError naming `name`."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{name} must be a device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}={device!r}, but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
+                         "use 'cpu'")
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"{name}={device!r}, but this machine has {torch.cuda.device_count()} CUDA device(s)")
+    mps = getattr(torch.backends, "mps", None)
+    if parsed.type == "mps" and not (mps is not None and mps.is_available()):
+        raise ValueError(f"{name}={device!r}, but Apple's MPS is not available on this machine: use 'cpu'")
+    return parsed
+
+
+def check_env_int(name: str, environ, minimum: int = 0, below: int | None = None, meaning: str = "") -> int:
+    """Return environment variable `name` as an int >= `minimum` (and < `below`); else raise ValueError naming it."""
+    value = environ.get(name)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < minimum or (below is not None and number >= below):
+        bounds = f"an int >= {minimum}" + ("" if below is None else f" and < {below}")
+        raise ValueError(f"environment variable {name} must be {bounds}{meaning}, got {value!r}")
+    return number
+
+
 def _is_positive_number(value) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
@@ -214,3 +298,145 @@ def check_weights_only(name: str, value) -> None:
     raise TypeError(f"{name} is a {kind.__module__}.{kind.__qualname__}, which torch.load(weights_only=True) "
                     f"refuses: a checkpoint holds only tensors and plain Python values (None, bool, int, float, str, "
                     f"bytes, and lists, tuples, sets and dicts of them). Convert it first, e.g. str(path) or float(x)")
+
+
+# ---- the model layer's checks (issue 24): each model file calls one of these in one line at its entry point
+
+
+def check_bools(**flags) -> None:
+    """Check that each keyword argument is True or False, e.g. check_bools(causal=causal, need_weights=...)."""
+    for name, value in flags.items():
+        check_bool(name, value)
+
+
+def check_instance(name: str, value, cls: type, optional: bool = False):
+    """Return `value` if it is an instance of `cls` (or, with `optional`, None); else raise TypeError naming `name`."""
+    if not (isinstance(value, cls) or (optional and value is None)):
+        raise TypeError(f"{name} must be {'None or ' if optional else ''}a {cls.__name__}, got {describe(value)}")
+    return value
+
+
+def check_items(name: str, items, cls: type, length: int, per: str, optional: bool = False) -> None:
+    """Check that `items` is a list or tuple of `length` instances of `cls`, one `per` thing (e.g. "block"), or, with
+    `optional`, None."""
+    if optional and items is None:
+        return
+    if not isinstance(items, (list, tuple)) or len(items) != length:
+        got = len(items) if isinstance(items, (list, tuple)) else describe(items)
+        raise ValueError(f"{name} must hold one {cls.__name__} per {per} ({length}), got {got}")
+    for i, item in enumerate(items):
+        check_instance(f"{name}[{i}]", item, cls)
+
+
+def check_nonempty(name: str, items: list, what: str) -> list:
+    """Return the list `items` if it holds something; else raise ValueError: "{name} must hold at least {what}"."""
+    if not items:
+        raise ValueError(f"{name} must hold at least {what}, got none")
+    return items
+
+
+def check_vector(name: str, x, shape: str = "(n,)") -> Tensor:
+    """Return `x` if it is a one-dim floating-point tensor; else raise naming `name` and its `shape`, e.g. "(H,)"."""
+    if check_float_tensor(name, x).dim() != 1:
+        raise ValueError(f"{name} must have shape {shape}, got shape {tuple(x.shape)}")
+    return x
+
+
+def check_features(name: str, x, size: int, what: str = "d_model") -> Tensor:
+    """Return `x` if it is a floating-point tensor of shape (..., size); else raise naming `name`."""
+    if check_float_tensor(name, x).size(-1) != size:
+        raise ValueError(f"{name} must have shape (..., {what}={size}), got {describe(x)}")
+    return x
+
+
+def check_table_input(x, offset, positions, max_len: int, d_model: int) -> None:
+    """Check the input of a positional table (max_len, d_model): x a floating-point (B, T, d_model) tensor (else
+    the table broadcasts against it, or an integer x rounds the positions away), then see check_table_positions.
+    """
+    check_sequence("x", x, d_model)
+    check_table_positions(x, offset, positions, max_len)
+
+
+def check_ids(name: str, ids, vocab_size: int) -> Tensor:
+    """Return `ids` if it is an integer tensor (any shape) of ids in 0..vocab_size-1; else raise naming `name`.
+
+    As check_tokens with a vocab_size, it costs a min/max reduction that waits for the device.
+    """
+    if not is_integer_tensor(ids):
+        raise TypeError(f"{name} must hold integer ids, got {describe(ids)}")
+    if ids.numel():
+        low, high = torch.aminmax(ids)
+        if bool((low < 0) | (high >= vocab_size)):
+            raise ValueError(f"{name} must hold ids in 0..{vocab_size - 1} (vocab_size={vocab_size}), "
+                             f"got ids from {low.item()} to {high.item()}")
+    return ids
+
+
+def check_dtype(name: str, x: Tensor, dtype: torch.dtype, of: str, hint: str = "") -> Tensor:
+    """Return `x` if its dtype is `dtype`, the dtype `of` something else; else raise TypeError naming `name`."""
+    if x.dtype != dtype:
+        raise TypeError(f"{name} has dtype {x.dtype}, but {of} has dtype {dtype}{hint}")
+    return x
+
+
+def check_cache_step(k: Tensor, cached: Tensor | None) -> None:
+    """A KV cache's new keys `k` (B, H_kv, T_new, d_k) must match the `cached` ones (None: an empty cache) in batch
+    size and dtype: torch.cat would promote an fp16 step to an fp32 cache (or the other way round) silently.
+    """
+    if cached is not None:
+        check_batch_size("the input", k, cached.size(0), of="the KV cache", hint=": start a new cache for it")
+        check_dtype("k", k, cached.dtype, of="the KV cache", hint=": start a new cache, or run every step in one dtype")
+
+
+def check_mask(mask, scores_shape: tuple[int, ...] | None = None, name: str = "mask") -> None:
+    """Raise a clear error unless `mask` is a bool tensor (True = may attend) that broadcasts to `scores_shape`.
+
+    Broadcasting aligns shapes from the right, so a 2-D mask is read as (T_q, T_k): a (B, T_k) padding mask with
+    B == T_q passes as a (T_q, T_k) one, the classic mistake, which no check can tell from a real (T_q, T_k) mask.
+    Pass padding as (B, 1, 1, T_k), as `shared.masks.padding_mask` builds it.
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must have dtype torch.bool (True = may attend), got {mask.dtype}")
+    if mask.dim() > 4:
+        raise ValueError(f"{name} must have at most 4 dims (B, H, T_q, T_k), got shape {tuple(mask.shape)}")
+    if scores_shape is not None:
+        try:
+            check_broadcasts(name, mask, scores_shape, "the attention scores (B, H, T_q, T_k)")
+        except ValueError as error:
+            if mask.dim() != 2:
+                raise
+            hint = "a (B, T_k) padding mask as (B, 1, 1, T_k), e.g. mask[:, None, None, :] (padding_mask builds it)"
+            raise ValueError(f"{error}; a 2-D mask is read as (T_q, T_k): pass {hint}") from None
+
+
+def check_attention_inputs(q, k, v, mask=None, dropout_p: float = 0.0, bias=None) -> None:
+    """Check scaled_dot_product_attention's arguments: q (..., T_q, d_k), k (..., T_k, d_k) and v (..., T_k, d_v),
+    floating-point with d_k >= 1 and one dtype (outside autocast, which casts them itself); dropout_p in [0, 1);
+    a bool mask and a float bias that broadcast to the scores (..., T_q, T_k), the bias finite or -inf (hidden).
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_float_tensor(name, x, min_dim=2)  # (..., T, d)
+    if q.size(-1) != k.size(-1):
+        raise ValueError(f"q and k must share their last dim d_k, got {q.size(-1)} and {k.size(-1)}")
+    check_int("d_k", q.size(-1), meaning=" (the last dim of q and k: the scores divide by sqrt(d_k))")
+    if k.size(-2) != v.size(-2):
+        raise ValueError(f"k and v must have the same length T_k, got {k.size(-2)} and {v.size(-2)}")
+    check_dropout("dropout_p", dropout_p)
+    autocast = torch.is_autocast_enabled(q.device.type)  # autocast casts q, k, v and the scores itself
+    for name, x in (("k", k), ("v", v), ("bias", bias)):
+        if x is not None and not autocast:
+            check_dtype(name, check_float_tensor(name, x), q.dtype, of="q")
+    if mask is None and bias is None:
+        return
+    try:  # the scores' shape: the batch dims of q and k broadcast, then (T_q, T_k)
+        scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.size(-2), k.size(-2))
+    except RuntimeError:
+        raise ValueError(f"the batch dims of q {tuple(q.shape)} and k {tuple(k.shape)} must broadcast") from None
+    if mask is not None:
+        check_mask(mask, scores_shape)
+    if bias is not None:
+        check_broadcasts("bias", check_float_tensor("bias", bias), scores_shape, "the attention scores (..., T_q, T_k)")
+        if not bool((bias < math.inf).all()):  # +inf or NaN: softmax would return NaN
+            raise ValueError("bias must hold finite values or -inf (a key that may not be attended), got +inf or NaN")
