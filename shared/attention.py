@@ -73,13 +73,14 @@ def repeat_kv(x: Tensor, n_rep: int) -> Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Fused multi-head attention: one projection computes every head's q, k and v at once.
+    """Fused multi-head attention: one d_model-wide projection each for q, k and v computes every head at once.
 
     forward(query (B, T_q, d_model), key/value (B, T_k, d_model)) -> (output (B, T_q, d_model),
     weights (B, H, T_q, T_k) when need_weights else None). Without weights it takes PyTorch's fused
     kernel; with them it computes attention step by step with `scaled_dot_product_attention`.
     Options: n_kv_heads < n_heads is grouped-query attention (1: multi-query), H / n_kv_heads query heads
-    share each key/value head; fused_qkv computes q, k and v with one matrix `w_qkv`; bias=False drops biases.
+    share each key/value head; fused_qkv computes q, k and v with one matrix `w_qkv` (as GPT-2's `c_attn` does; the
+    same maths as three, an implementation choice); bias=False drops biases.
     """
 
     def __init__(

@@ -26,7 +26,8 @@ from .validation import (
 
 @dataclass
 class GPTConfig:
-    """Sizes and options of a GPT. The defaults are GPT-2's block; the options below make it a Llama-style one.
+    """Sizes and options of a GPT. The defaults are GPT-2's block; norm, activation, n_kv_heads, bias and position
+    make it a Llama-style one. fused_qkv (one q|k|v matrix, as GPT-2's code has it) computes the same either way.
 
     d_ff: FFN width, default 4 * d_model (GELU) or, for SwiGLU, round(2/3 * 4 * d_model), the same weight count.
     """
