@@ -3,16 +3,21 @@
 Loading uses `torch.load(weights_only=True)`, so a checkpoint can hold tensors and plain Python values
 only — never pickled code; saving checks that first and names any entry that loading would refuse.
 A file that cannot be loaded raises FileNotFoundError (no file), CorruptCheckpointError (truncated or
-damaged) or RefusedCheckpointError (it asks to run code).
+damaged) or RefusedCheckpointError (it asks to run code). Damage is found by checksums: the sha256 of each
+tensor's bytes, saved with the checkpoint, and the zip's CRC-32 of the pickled values. Checkpoints saved
+before the checksums existed load with the CRC-32 check alone.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import pickle
 import random
+import sys
 import warnings
+import zipfile
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +29,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .files import atomic_write
 from .history import History
-from .validation import check_weights_only, describe
+from .validation import check_instance, check_map_location, check_model_config, check_weights_only, describe
 
 FORMAT = 1
 
@@ -49,9 +54,11 @@ def save_checkpoint(
     """Write the checkpoint to a temporary file beside `path`, flush it to disk, then rename it over `path`.
 
     Besides weights and config it stores the random state (torch CPU, every CUDA device, Python's
-    `random`), so a resumed run draws the same dropout masks and samples as the uninterrupted one.
+    `random`), so a resumed run draws the same dropout masks and samples as the uninterrupted one; a
+    history from train() holds the state at the end of training, which restore_training prefers.
     A DDP or torch.compile wrapper is saved as the model inside it. Anything that
-    torch.load(weights_only=True) would refuse raises TypeError naming the entry, and nothing is written.
+    torch.load(weights_only=True) would refuse, or a config other than the model's own (`model.config`),
+    raises naming the entry, and nothing is written. A full disk raises OSError "no space left".
     """
     if not is_dataclass(config) or isinstance(config, type):  # the class itself is a dataclass too
         raise TypeError(f"config must be a dataclass instance, got {type(config).__name__}")
@@ -71,9 +78,30 @@ def save_checkpoint(
     }
     for key, value in state.items():
         check_weights_only(key, value)  # e.g. "extra['path'] is a pathlib.PosixPath, which ..."
-    with atomic_write(path) as tmp:  # readers see the old file or the new one, never half of one
-        torch.save(state, tmp)
+    check_model_config(unwrap(model), config)  # else restore_model could not rebuild from the file
+    # load_checkpoint recomputes them, so a damaged byte is refused (torch swaps bytes for the other byte order)
+    state["checksums"] = {"byteorder": sys.byteorder, "sha256": _checksums(state)}
+    with atomic_write(path) as tmp, open(tmp, "wb") as file:  # readers see the old file or the new one
+        torch.save(state, file)  # through a Python file, so that a full disk raises OSError(ENOSPC)
     return path
+
+
+def _checksums(state: dict) -> dict[str, str]:
+    """The sha256 of each tensor's bytes in `state`, by where it sits, e.g. "model['tok_emb.weight']"."""
+    return {name: hashlib.sha256(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()).hexdigest()
+            for name, t in _tensors(state, "")}
+
+
+def _tensors(value, name: str):
+    """(name, tensor) for each tensor in nested dicts, lists and tuples, in their order."""
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensors(item, f"{name}[{key!r}]" if name else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _tensors(item, f"{name}[{i}]")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -105,7 +133,8 @@ def set_rng_state(state: dict | torch.Tensor) -> None:
     if isinstance(state, torch.Tensor):
         torch.set_rng_state(_byte_state("the random state", state))
         return
-    torch.set_rng_state(_byte_state("rng['torch']", state["torch"]))
+    check_instance("state (what rng_state() returned)", state, dict)
+    torch.set_rng_state(_byte_state("rng['torch']", state.get("torch")))
     if state.get("cuda") is not None and torch.cuda.is_available():
         # device i gets device i's state; a machine with fewer (or more) GPUs restores those both have
         for i, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
@@ -123,7 +152,12 @@ def _byte_state(name: str, state) -> torch.Tensor:
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint with weights_only=True; a missing, damaged or refused file raises its own error."""
+    """Read a checkpoint with weights_only=True; a missing, damaged or refused file raises its own error.
+
+    A device this machine lacks (map_location) raises ValueError, and an error that is not damage (no
+    permission to read, out of memory) passes unchanged: only a damaged file is called corrupt.
+    """
+    map_location = check_map_location("map_location", map_location)
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
@@ -137,11 +171,33 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
                 f"you trust where it came from.\n{err}"
             ) from err
         raise CorruptCheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt): {err}") from err
+    except (PermissionError, MemoryError, torch.OutOfMemoryError):
+        raise  # the file may be fine
     except Exception as err:  # zip, pickle and I/O errors of a damaged file come in many types
         raise CorruptCheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt): {err}") from err
     if not isinstance(state, dict) or state.get("format") != FORMAT or "model" not in state:
         raise ValueError(f"{path} is not a checkpoint written by shared.checkpoint (format {FORMAT})")
+    if map_location.type != "meta":  # meta tensors have no bytes to check
+        _verify(path, state)
     return state
+
+
+def _verify(path: Path, state: dict) -> None:
+    """Raise CorruptCheckpointError if the pickled values fail their CRC-32 or a tensor its saved sha256."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.filename.endswith("/data.pkl") and info.CRC:  # CRC 0: torch was told to write none
+                    archive.read(info)  # checks the CRC-32 (torch.load does not)
+    except zipfile.BadZipFile as err:
+        raise CorruptCheckpointError(f"{path} is damaged: {err}") from err
+    if "checksums" not in state or state["checksums"]["byteorder"] != sys.byteorder:
+        return  # saved before checksums existed, or on a machine of the other byte order
+    saved, found = state["checksums"]["sha256"], _checksums(state)
+    damaged = [name for name in saved.keys() | found.keys() if saved.get(name) != found.get(name)]
+    if damaged:
+        raise CorruptCheckpointError(f"{path} is damaged: the bytes of {', '.join(sorted(damaged)[:5])} differ from "
+                                     f"the sha256 saved with them (changed on disk or in transit)")
 
 
 def config_from_checkpoint(state: dict, config_cls: type) -> Any:

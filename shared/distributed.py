@@ -24,7 +24,13 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .checkpoint import unwrap as unwrap  # re-exported: the plain model inside a DDP (or compile) wrapper
 from .runtime import get_device
-from .validation import check_int, check_optional_positive_number, check_positive_int
+from .validation import (
+    check_env_int,
+    check_int,
+    check_loss_fn_result,
+    check_optional_positive_number,
+    check_positive_int,
+)
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -62,8 +68,9 @@ def init_distributed(backend: str = "auto", device: str | torch.device = "auto")
         raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}")
     if "WORLD_SIZE" not in os.environ:  # started by plain python, not by torchrun
         return Ranks(device=get_device(device))
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    world_size = check_env_int("WORLD_SIZE", os.environ, 1, meaning=" (torchrun sets it: the number of processes)")
+    rank = check_env_int("RANK", os.environ, 0, world_size, " (torchrun sets it with WORLD_SIZE: this process's place)")
+    local_rank = check_env_int("LOCAL_RANK", os.environ) if "LOCAL_RANK" in os.environ else rank
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() and get_device(device).type == "cuda" else "gloo"
     if backend == "nccl":  # one GPU per process: the process on local rank i drives cuda:i
@@ -219,28 +226,38 @@ def check_grad_clip(grad_clip: float | None) -> float | None:
 
 def backward_micro_batches(
     model: nn.Module, loss_fn: Callable, batch: Any, micro_batches: int, precision: Precision
-) -> tuple[Tensor, int]:
+) -> tuple[Tensor, Tensor]:
     """Forward and backward over `micro_batches` equal slices of `batch`, summing gradients.
 
-    Each micro-batch's mean loss is divided by micro_batches: every micro-batch weighs 1 / micro_batches,
-    whatever its token count. The gradient equals that of one pass over the whole batch when the slices
-    hold equal token counts (e.g. full blocks of text); when they do not, a token in a slice with fewer
-    tokens weighs more (slices of 10 and 30 tokens: 1/20 and 1/60 per token, against 1/40 each for the
-    whole batch). DDP weighs ranks the same way: it averages their gradients. Under DDP, every micro-step
-    but the last runs inside model.no_sync(): gradients are all-reduced once per step, not once per micro-step.
+    Every token weighs the same, as in one pass over the whole batch, whatever the slices' token counts.
+    Each micro-batch's mean loss weighs n / total: its tokens over the batch's, estimated as the count so
+    far times micro_batches / (micro-batches so far); when the estimate changes, the gradients summed so
+    far are rescaled to it. The last micro-batch knows the true total, so the result is exactly the mean
+    over all tokens. With equal counts (full blocks of text) the estimate is right from the start: each
+    mean loss counts 1 / micro_batches and the rescaling factor is 1, so fp16's values stay in range.
+    Under DDP each rank's gradient is the mean over its own tokens and DDP averages the ranks: ranks weigh
+    the same, whatever their token counts. Every micro-step but the last runs inside model.no_sync():
+    gradients are all-reduced once per step, not once per micro-step.
     Returns (sum over micro-batches of loss * tokens, detached; total tokens). A micro-batch without tokens
     (every target ignored: its mean loss is NaN) adds 0, not NaN.
     """
     check_positive_int("micro_batches", micro_batches)
-    loss_sum, tokens = None, 0
+    loss_sum, tokens, estimate = None, 0, None
     for i in range(micro_batches):
         part = batch if micro_batches == 1 else shard(batch, i, micro_batches)
         sync = i == micro_batches - 1 or not isinstance(model, DDP)
         with nullcontext() if sync else model.no_sync():
             with precision.autocast():
-                loss, n = loss_fn(model, part)
-            precision.backward(loss / micro_batches)
-        has_tokens = torch.as_tensor(n, device=loss.device) > 0  # no sync: n may be a tensor on the GPU
-        weighted = torch.where(has_tokens, loss.detach().float() * n, 0.0)
-        loss_sum, tokens = (weighted if loss_sum is None else loss_sum + weighted), tokens + n
+                loss, n = check_loss_fn_result(loss_fn(model, part))
+            n = torch.as_tensor(n, device=loss.device)  # no sync: n may be a tensor on the GPU
+            seen = tokens + n
+            total = (seen * micro_batches / (i + 1)).clamp(min=1)  # the batch's tokens: exact at the last
+            if i:
+                for p in model.parameters():  # the gradients so far were divided by the last estimate
+                    if p.grad is not None:
+                        p.grad.mul_(estimate / total)
+            precision.backward(loss * (n / total))
+            estimate = total
+        weighted = torch.where(n > 0, loss.detach().float() * n, 0.0)
+        loss_sum, tokens = (weighted if loss_sum is None else loss_sum + weighted), seen
     return loss_sum, tokens

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ def atomic_write(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path
     Readers see the old file or the complete new one, never half of one: the data is flushed to disk
     (fsync) before the rename, and a failure leaves `path` untouched and no temporary file behind. The
     file gets the usual permissions of a new file (0o666 minus the umask), like `open(path, "w")`.
+    A full disk (errno ENOSPC) raises OSError "no space left while writing PATH".
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,9 +49,26 @@ def atomic_write(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path
             os.close(fd)
         os.replace(tmp, path)  # atomic on POSIX and Windows
         _fsync_dir(path.parent)
+    except Exception as err:
+        if not _disk_full(err):
+            raise
+        raise OSError(errno.ENOSPC, f"no space left while writing {path} (the file there, if any, is unchanged)"
+                      ) from err
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _disk_full(err: BaseException | None) -> bool:
+    """True if `err` is, or was raised while handling, OSError ENOSPC (torch.save's writer raises its own
+    RuntimeError "unexpected pos" on top of the file's OSError)."""
+    for _ in range(10):  # the chain of causes is short; never follow a cycle for ever
+        if err is None:
+            return False
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def _fsync_dir(folder: Path) -> None:

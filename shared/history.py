@@ -24,4 +24,4 @@ class History:
     next_step: int = 0
     # what a resumed run needs at next_step besides weights and optimizer (recorded by train(), in checkpoints):
     grad_scaler: dict | None = None  # fp16's GradScaler state (its loss scale); None for fp32 and bf16
-    rng_per_rank: list | None = field(default=None, repr=False)  # each rank's random state, in a process group
+    rng_per_rank: list | None = field(default=None, repr=False)  # each rank's random state (one: a single process)

@@ -30,8 +30,11 @@ from .distributed import (
 from .history import History
 from .runtime import eval_mode
 from .validation import (
+    check_betas,
     check_finite,
+    check_finite_loss,
     check_float_tensor,
+    check_instance,
     check_int,
     check_optional_positive_number,
     check_positive_int,
@@ -89,6 +92,9 @@ def warmup_cosine(warmup: int, min_ratio: float = 0.1) -> Schedule:
 
 def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.9, 0.95)) -> torch.optim.AdamW:
     """AdamW that decays only the weight matrices of Linear layers (not biases, norms or embeddings)."""
+    check_finite("lr", lr, 0.0, " (the peak learning rate)")
+    check_finite("weight_decay", weight_decay, 0.0, " (AdamW's decoupled weight decay; 0: none)")
+    betas = check_betas("betas", betas)
     decay_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     decay_ids -= {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # tied weights stay undecayed
     params = [p for p in model.parameters() if p.requires_grad]
@@ -123,10 +129,13 @@ def train(
     """Train until `max_steps` (or `max_seconds` of training time); pass a saved `history` to resume.
 
     `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over: an int or a 0-d tensor).
-    Values are read back from the device only when logging. With `max_seconds`
-    the schedule's progress fraction follows the clock, so a cosine decay ends when time runs out.
+    The loss sums are read back from the device only when logging. With `max_seconds` the schedule's
+    progress fraction follows the clock, so a cosine decay ends when time runs out; a schedule factor that
+    is not a finite number >= 0 raises ValueError naming the step. In fp32 and bf16 a NaN or inf loss raises
+    FloatingPointError naming the step, before the optimizer step touches the weights (one small read from
+    the device per step; fp16's GradScaler reads one too, and skips such steps instead).
     `grad_clip` caps the gradient norm (None: measure it only). `micro_batches` splits each batch for
-    gradient accumulation, each part weighing the same whatever its token count (see `backward_micro_batches`);
+    gradient accumulation, each token weighing the same (see `backward_micro_batches`);
     `precision` ('fp32', 'bf16', 'fp16', 'auto': see `auto_precision`) runs the forward pass under autocast.
     Inside a torchrun process group (see shared.distributed) pass a DDP model, this rank's shard of each
     batch and the same other arguments on every rank: the logged loss covers all ranks, rank 0 alone shows
@@ -143,6 +152,7 @@ def train(
     if checkpoint_every % log_every:  # a checkpoint must hold a history logged up to its step
         raise ValueError(f"log_every must divide checkpoint_every, got {log_every}, {checkpoint_every}")
     check_positive_int("micro_batches", micro_batches)
+    check_instance("history", history, History, optional=True)
     history = History() if history is None else history
     for group in optimizer.param_groups:
         group.setdefault("base_lr", group["lr"])
@@ -158,12 +168,15 @@ def train(
     while step < max_steps and (max_seconds is None or seconds < max_seconds):
         started = time.perf_counter()
         frac = step / max_steps if max_seconds is None else max(step / max_steps, seconds / max_seconds)
-        factor = 1.0 if schedule is None else schedule(step, frac)
+        factor = 1.0 if schedule is None else check_finite(
+            f"schedule({step}, {frac:.4g})", schedule(step, frac), 0.0, f" (the learning-rate factor at step {step})")
         for group in optimizer.param_groups:
             group["lr"] = group["base_lr"] * factor
         model.train()
         optimizer.zero_grad(set_to_none=True)
         weighted, n = backward_micro_batches(model, loss_fn, batch_fn(step), micro_batches, amp)  # loss * n, n
+        if amp.scaler is None:  # fp16's GradScaler skips a non-finite step by itself
+            check_finite_loss(weighted, step)  # before the optimizer step; one read from the device per step
         norm = amp.step(optimizer, grad_clip)  # clip (None: measure only) and step; fp16 unscales first
         loss_sum, loss_tokens, norm_sum = loss_sum + weighted, loss_tokens + n, norm_sum + norm.detach()
         step += 1
@@ -189,20 +202,21 @@ def train(
             bar.set_postfix(_postfix(history))
         history.next_step = step
         if checkpoint_every and step % checkpoint_every == 0:
-            _record_resume_state(history, amp, ranks.world_size)  # on every rank: it gathers their RNG states
+            _record_resume_state(history, amp)  # on every rank: it gathers their RNG states
             if checkpoint_fn is not None and ranks.is_main:
                 checkpoint_fn(history)
         bar.update(1)
     _close_bar(bar, step)
-    _record_resume_state(history, amp, ranks.world_size)  # for a checkpoint saved after train() returns
+    _record_resume_state(history, amp)  # for a checkpoint saved after train() returns, even after sampling
     return history
 
 
-def _record_resume_state(history: History, amp: Precision, world_size: int) -> None:
-    """Store in `history` what resuming needs beyond weights and optimizer: the fp16 GradScaler's state and,
-    in a process group, each rank's random state (a collective: every rank calls this at the same steps)."""
+def _record_resume_state(history: History, amp: Precision) -> None:
+    """Store in `history` what resuming needs beyond weights and optimizer: the fp16 GradScaler's state and
+    each rank's random state (one in a single process; in a process group a collective, so every rank calls
+    this at the same steps). restore_training restores these, not the state at save time."""
     history.grad_scaler = None if amp.scaler is None else amp.scaler.state_dict()
-    history.rng_per_rank = all_gather_object(rng_state()) if world_size > 1 else None
+    history.rng_per_rank = all_gather_object(rng_state())
 
 
 def _postfix(history: History) -> dict[str, str]:

@@ -1,7 +1,10 @@
+import errno
 import os
 import random
 import socket
 import stat
+import struct
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,7 +12,7 @@ import pytest
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from shared import files
+from shared import checkpoint, files
 from shared.checkpoint import (
     CorruptCheckpointError,
     RefusedCheckpointError,
@@ -19,6 +22,7 @@ from shared.checkpoint import (
     restore_training,
     rng_state,
     save_checkpoint,
+    set_rng_state,
 )
 from shared.distributed import distributed
 from shared.gpt import GPT, GPTConfig
@@ -328,3 +332,130 @@ def test_a_random_state_of_another_type_is_refused_by_name(entry, bad, named, tm
     FakeCuda(2).install(monkeypatch)
     with pytest.raises(TypeError, match=named):
         restore_training(state, make_adamw(GPT(CONFIG), 1e-3))
+
+
+def flip_byte(path: Path, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def offset_of(path: Path, needle: bytes) -> int:
+    """Where `needle` (e.g. a tensor's bytes) lies in the file: inside exactly one zip entry's data."""
+    data = path.read_bytes()
+    at = data.find(needle)
+    assert at > 0 and data.find(needle, at + 1) == -1
+    with zipfile.ZipFile(path) as archive:  # the stored (uncompressed) entries: header, then the bytes
+        entries = [info for info in archive.infolist() if info.header_offset < at]
+        assert entries[-1].filename.endswith(("/data.pkl", "/data/0", "/data/1", "/data/2", "/data/3"))
+    return at
+
+
+def test_a_flipped_byte_inside_a_tensor_is_refused_and_named(tmp_path):
+    torch.manual_seed(0)
+    model = GPT(CONFIG)
+    path = save_checkpoint(tmp_path / "gpt.pt", model, CONFIG)
+    weight = model.tok_emb.weight.detach().numpy().tobytes()
+    flip_byte(path, offset_of(path, weight) + len(weight) // 2)  # one bit of one weight, as a bad disk would
+    with pytest.raises(CorruptCheckpointError, match=r"gpt\.pt.*model\['tok_emb\.weight'\]"):
+        load_checkpoint(path)
+
+
+def test_a_flipped_byte_among_the_plain_values_is_refused(tmp_path):
+    model = GPT(CONFIG)
+    path = save_checkpoint(tmp_path / "gpt.pt", model, CONFIG, optimizer=make_adamw(model, 1e-3),
+                           history=History(step=[10], loss=[2.5], next_step=10))
+    flip_byte(path, offset_of(path, struct.pack(">d", 2.5)) + 7)  # the logged loss (a float in data.pkl)
+    with pytest.raises(CorruptCheckpointError, match=r"gpt\.pt"):
+        load_checkpoint(path)
+
+
+def test_a_checkpoint_saved_before_checksums_loads_unverified(tmp_path):
+    path = save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG)
+    state = torch.load(path, weights_only=True)
+    del state["checksums"]  # what older versions wrote
+    torch.save(state, path)
+    restore_model(load_checkpoint(path), GPT(CONFIG), CONFIG)
+
+
+@dataclass
+class WidthConfig:
+    width: int = 3
+
+
+def test_save_refuses_a_config_the_model_was_not_built_with(tmp_path):
+    model = GPT(CONFIG)
+    bigger = GPTConfig(vocab_size=13, block_size=8, n_layers=2, n_heads=2, d_model=8)
+    with pytest.raises(ValueError, match=r"config.*n_layers.*\(1, 2\)"):
+        save_checkpoint(tmp_path / "gpt.pt", model, bigger)
+    with pytest.raises(ValueError, match="config is a WidthConfig, but the model was built with a GPTConfig"):
+        save_checkpoint(tmp_path / "gpt.pt", model, WidthConfig())
+    save_checkpoint(tmp_path / "linear.pt", torch.nn.Linear(3, 3), WidthConfig())  # no model.config: taken on trust
+    assert not (tmp_path / "gpt.pt").exists()  # nothing written that could not be rebuilt
+
+
+@pytest.mark.parametrize("map_location, named", [
+    ("banana", "map_location must be a device"), ("cuda", "map_location='cuda'.*no CUDA"),
+    (torch.device("cuda", 0), "no CUDA"), (None, "map_location must be a device"),
+])
+def test_a_device_this_machine_lacks_is_not_called_corruption(tmp_path, monkeypatch, map_location, named):
+    path = save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=named) as err:
+        load_checkpoint(path, map_location=map_location)
+    assert not isinstance(err.value, CorruptCheckpointError)
+    assert load_checkpoint(path, map_location=torch.device("cpu"))["config_class"] == "GPTConfig"
+
+
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"), MemoryError(),
+                                   torch.OutOfMemoryError("CUDA out of memory")])
+def test_errors_that_are_not_damage_are_not_called_corruption(tmp_path, monkeypatch, error):
+    path = save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG)
+
+    def failing_load(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(torch, "load", failing_load)
+    with pytest.raises(type(error)) as raised:
+        load_checkpoint(path)
+    assert not isinstance(raised.value, CorruptCheckpointError)
+
+
+class FullDisk:
+    """A file on a disk that fills up after `room` bytes: write() then raises OSError(ENOSPC), as the OS does."""
+
+    def __init__(self, file, room: int):
+        self.file, self.room = file, room
+
+    def write(self, data):
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def test_a_full_disk_says_so_and_keeps_the_old_file(tmp_path, monkeypatch):
+    path = save_checkpoint(tmp_path / "gpt.pt", GPT(CONFIG), CONFIG)
+    before = path.read_bytes()
+    monkeypatch.setattr(checkpoint, "open", lambda *args, **kwargs: FullDisk(open(*args, **kwargs), 1000),
+                        raising=False)
+    with pytest.raises(OSError, match=f"no space left while writing {path}") as err:
+        save_checkpoint(path, GPT(CONFIG), CONFIG)
+    assert err.value.errno == errno.ENOSPC and "inline_container" not in str(err.value)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["gpt.pt"]
+
+
+def test_set_rng_state_names_what_is_missing():
+    with pytest.raises(TypeError, match=r"rng\['torch'\] must be a uint8 tensor.*got NoneType"):
+        set_rng_state({})
+    with pytest.raises(TypeError, match=r"state \(what rng_state\(\) returned\) must be a dict, got list"):
+        set_rng_state([1, 2])

@@ -197,8 +197,8 @@ def test_mixed_precision_loss_matches_fp32(single, name):
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_micro_batches_weigh_the_same_whatever_their_token_counts():
-    """The documented weighting: each micro-batch's mean loss counts 1 / micro_batches, not per token."""
+def test_micro_batches_weigh_each_token_the_same_whatever_their_token_counts():
+    """Each micro-batch's mean loss counts by its share of the batch's tokens: the whole batch's gradient."""
     torch.manual_seed(0)
     model, x = nn.Linear(3, 4), torch.randn(4, 3)
     y = torch.tensor([-100, 1, 2, 3])  # micro-batch 0 (rows 0-1) holds 1 target, micro-batch 1 (rows 2-3) holds 2
@@ -217,7 +217,22 @@ def test_micro_batches_weigh_the_same_whatever_their_token_counts():
     model.zero_grad()
     loss_sum, tokens = backward_micro_batches(model, loss_fn, (x, y), 2, Precision("fp32"))
     accumulated = torch.cat([p.grad.flatten() for p in model.parameters()])
-    torch.testing.assert_close(accumulated, equal)
-    assert not torch.allclose(accumulated, per_token, atol=1e-3)
-    # the logged loss, in contrast, is the mean over all targets
+    torch.testing.assert_close(accumulated, per_token)
+    assert not torch.allclose(accumulated, equal, atol=1e-3)  # what weighing micro-batches equally would give
+    # the logged loss is the mean over all targets too
     assert int(tokens) == 3 and float(loss_sum) / 3 == pytest.approx(loss_fn(model, (x, y))[0].item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("env, named", [
+    (dict(WORLD_SIZE="2"), "RANK"), (dict(WORLD_SIZE="2", RANK="one"), "RANK"),
+    (dict(WORLD_SIZE="two", RANK="0"), "WORLD_SIZE"), (dict(WORLD_SIZE="2", RANK="0", LOCAL_RANK="x"), "LOCAL_RANK"),
+    (dict(WORLD_SIZE="2", RANK="2"), "RANK"),
+])
+def test_init_distributed_names_a_missing_or_broken_torchrun_variable(monkeypatch, env, named):
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ValueError, match=f"environment variable {named} must be"):
+        init_distributed(backend="gloo")
+    assert not dist.is_initialized()

@@ -1,5 +1,8 @@
 """shared.files: the data folder (checkout, user cache, environment variable) and atomic writes."""
 
+import errno
+import os
+
 import pytest
 
 from shared import files
@@ -32,3 +35,15 @@ def test_atomic_write_replaces_only_on_success(tmp_path):
         tmp.write_text("half")
         raise RuntimeError("stop")
     assert target.read_text() == "new" and sorted(p.name for p in target.parent.iterdir()) == ["file.txt"]
+
+
+def test_a_full_disk_is_named_and_the_old_file_survives(tmp_path):
+    target = tmp_path / "file.txt"
+    target.write_text("old")
+    with pytest.raises(OSError, match=f"no space left while writing {target}") as err, atomic_write(target) as tmp:
+        tmp.write_text("ha")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert err.value.errno == errno.ENOSPC and isinstance(err.value.__cause__, OSError)
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["file.txt"]
+    with pytest.raises(PermissionError), atomic_write(target):  # any other OSError passes through unchanged
+        raise PermissionError(errno.EACCES, "denied")
