@@ -130,6 +130,8 @@ class GPT(nn.Module):
         """
         check_tokens("tokens", tokens, self.config.vocab_size)
         check_items("caches", caches, KVCache, len(self.blocks), per="block", optional=True)
+        if caches and len({len(cache) for cache in caches}) > 1:  # every block must continue the same positions
+            raise ValueError(f"caches must all hold the same number of positions, got {[len(c) for c in caches]}")
         offset = len(caches[0]) if caches else 0
         if offset + tokens.size(1) > self.config.block_size:
             raise ValueError(

@@ -22,7 +22,7 @@ class KVCache:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's (B, H, T_new, d_k) keys and values, of the cached batch size and dtype; return all."""
-        check_cache_step(k, self.k)  # torch.cat would promote an fp16 step to an fp32 cache silently
+        check_cache_step(k, v, self.k)  # torch.cat would promote an fp16 step to an fp32 cache silently
         self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
         return self.k, self.v

@@ -379,10 +379,15 @@ def check_dtype(name: str, x: Tensor, dtype: torch.dtype, of: str, hint: str = "
     return x
 
 
-def check_cache_step(k: Tensor, cached: Tensor | None) -> None:
-    """A KV cache's new keys `k` (B, H_kv, T_new, d_k) must match the `cached` ones (None: an empty cache) in batch
-    size and dtype: torch.cat would promote an fp16 step to an fp32 cache (or the other way round) silently.
+def check_cache_step(k: Tensor, v: Tensor, cached: Tensor | None) -> None:
+    """A KV cache's new keys `k` and values `v` (B, H_kv, T_new, d_k) must agree with each other, and with the
+    `cached` keys (None: an empty cache) in batch size and dtype: torch.cat would promote an fp16 step to an fp32
+    cache (or the other way round) silently.
     """
+    if not isinstance(k, Tensor) or not isinstance(v, Tensor) or k.dim() != 4 or k.shape[:3] != v.shape[:3] \
+            or k.dtype != v.dtype:
+        raise ValueError(f"k and v must be (B, H_kv, T_new, d) tensors of one dtype with the same B, H_kv and T_new, "
+                         f"got k {describe(k)} and v {describe(v)}")
     if cached is not None:
         check_batch_size("the input", k, cached.size(0), of="the KV cache", hint=": start a new cache for it")
         check_dtype("k", k, cached.dtype, of="the KV cache", hint=": start a new cache, or run every step in one dtype")

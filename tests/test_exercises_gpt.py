@@ -169,3 +169,15 @@ def test_stub_and_broken_init_are_feedback(capsys):
     out = rejects(check, Crashes, capsys, "KeyError")
     assert "Traceback" not in out
     rejects(check, nn.Linear, capsys)  # a module of another kind: an error message, not a traceback
+
+
+def test_a_detached_embedding_is_named_by_its_missing_gradient(capsys):
+    class Detached(MyGPT):
+        def forward(self, tokens):
+            T = tokens.size(1)
+            x = self.drop(self.tok_emb(tokens) + self.pos_emb(torch.arange(T)).detach())
+            for block in self.blocks:
+                x = block(x, causal=True)
+            return self.lm_head(self.norm(x))
+
+    rejects(check, Detached, capsys, "pos_emb.weight")

@@ -148,3 +148,18 @@ def test_stub_and_broken_init_are_feedback(capsys):
     out = rejects(check, Crashes, capsys, "ValueError: bad size")
     assert "Traceback" not in out
     rejects(check, MyBlock(16, 2, 32, 0.0), capsys, "not the class")  # an instance, not the class
+
+
+def test_a_hard_coded_causal_mask_and_a_detached_sublayer_are_named(capsys):
+    class AlwaysCausal(MyBlock):
+        def forward(self, x, causal=False):
+            return super().forward(x, causal=True)
+
+    class Detached(MyBlock):
+        def forward(self, x, causal=False):
+            h, _ = self.attn(self.norm1(x), causal=causal)
+            x = x + self.dropout(h).detach()
+            return x + self.dropout(self.ff(self.norm2(x)))
+
+    rejects(check, AlwaysCausal, capsys, "causal")
+    rejects(check, Detached, capsys, "gradient")

@@ -104,3 +104,16 @@ def test_errors_and_stubs_are_feedback(capsys):
     rejects(check, one_argument_schedule, capsys, "schedule(step, step / max_steps)")
     rejects(check, lambda model, optimizer, batch: None, capsys, "the arguments are (model, optimizer")
     assert "not solved yet" in verdict(check, stub, capsys)[1]
+
+
+def test_an_extra_forward_pass_for_logging_is_accepted_and_a_wrong_loss_is_named(capsys):
+    def logs_again(*args):
+        loss = train_step(*args)
+        model, batch, loss_fn = args[0], args[2], args[3]
+        with torch.no_grad():
+            loss_fn(model, batch)  # e.g. to log the loss after the update: it draws dropout masks, changes nothing
+        return loss
+
+    accepts(check, logs_again, capsys)
+    out = rejects(check, lambda *args: 2 * train_step(*args), capsys)
+    assert "loss" in out

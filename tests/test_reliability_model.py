@@ -261,3 +261,29 @@ def test_make_norm_checks_its_size_and_its_bias_flag():
         with pytest.raises(ValueError, match="bias must be a bool, got 'no'"):  # rmsnorm ignored it
             make_norm(kind, 8, bias="no")
     assert make_norm("rmsnorm", 8, bias=False).weight.shape == (8,)
+
+
+def test_kv_cache_checks_the_values_as_well_as_the_keys():
+    from shared.kv_cache import KVCache
+
+    cache = KVCache()
+    cache.update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="k and v"):
+        cache.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4).half())
+    with pytest.raises(ValueError, match="k and v"):
+        cache.update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 2, 4))
+    with pytest.raises(ValueError, match="k and v"):
+        KVCache().update(torch.randn(1, 2, 3, 4), torch.randn(1, 2, 2, 4))
+    assert len(cache) == 3 and cache.v.size(2) == 3  # nothing was appended
+
+
+def test_gpt_refuses_caches_of_different_lengths():
+    from shared.gpt import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=7, block_size=8, n_layers=2, n_heads=2, d_model=8)).eval()
+    caches = model.new_caches()
+    with torch.no_grad():
+        model(torch.zeros(1, 3, dtype=torch.long), caches=caches)
+        caches[1] = type(caches[1])()
+        with pytest.raises(ValueError, match="same number of positions"):
+            model(torch.zeros(1, 1, dtype=torch.long), caches=caches)
