@@ -166,8 +166,8 @@ def _check_init(c: Checker, config: GPTConfig) -> None:
             std = float(p.std())
             if abs(std / 0.02 - 1) > 0.15:
                 hint = ("nn.Embedding starts with std 1: initialise embeddings with std 0.02 too."
-                        if abs(std - 1) < 0.15 else "GPT-2, as nanoGPT and Hugging Face initialise it, draws every Linear and "
-                        "Embedding weight from N(0, 0.02): nn.init.normal_(module.weight, mean=0.0, std=0.02).")
+                        if abs(std - 1) < 0.15 else "GPT-2, as nanoGPT and Hugging Face initialise it, draws every "
+                        "Linear and Embedding weight from N(0, 0.02): nn.init.normal_(module.weight, std=0.02).")
                 c.fail(case, f"{name} has std {std:.4f}, expected 0.02.", hint)
     want, std = 0.02 / math.sqrt(2 * config.n_layers), float(residual.std())
     if abs(std / want - 1) > 0.15:

@@ -119,7 +119,7 @@ def _setup(seed: int = 0):
 
 
 def _batch(step: int):
-    torch.manual_seed(1000 + step)  # each step's dropout masks: an extra forward pass (e.g. to log) changes no later step
+    torch.manual_seed(1000 + step)  # this step's dropout masks: an extra forward pass (to log) changes no later step
     tokens = torch.randint(0, _VOCAB, (4, 9), generator=torch.Generator().manual_seed(100 + step))
     return tokens[:, :-1], tokens[:, 1:]
 
