@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from .reversal import IGNORE_INDEX, LMBatch, Seq2SeqBatch, collate
 from .reversal import loss_for as _reversal_loss_for
-from .validation import check_bool, check_choice, check_positive_int
+from .validation import check_bool, check_choice, check_int, check_positive_int
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
@@ -173,6 +173,7 @@ class AdditionBatches:
     """batch_fn(step) for `train()`: batch number `step` is made from (seed, step), never from a held-out set.
 
     Problems found in `exclude` (a+b or b+a) are drawn again, so no test problem appears in training data.
+    exclude: (a, b) pairs of non-negative ints, as `make_test_set` returns them.
     """
 
     def __init__(self, arch: str, batch_size: int, seed: int = 0, exclude: Iterable[Problem] = (), device="cpu",
@@ -180,8 +181,10 @@ class AdditionBatches:
                  width: int | None = None) -> None:
         check_choice("arch", arch, ARCHS)
         check_positive_int("batch_size", batch_size)
+        check_int("seed", seed, minimum=0)
         _check_digits(min_digits, max_digits)
         check_bool("reverse_answer", reverse_answer)
+        exclude = _check_problems("exclude", exclude)
         if width is not None and (check_positive_int("width", width) < max_digits):
             raise ValueError(f"width must be at least max_digits={max_digits} (or None), got {width}")
         self.arch, self.batch_size, self.seed, self.device = arch, batch_size, seed, device
@@ -217,6 +220,19 @@ def loss_for(arch: str):
     """The loss `train()` needs for `arch`: cross-entropy on the answer tokens and EOS (teacher forcing)."""
     check_choice("arch", arch, ARCHS)
     return _reversal_loss_for(arch)  # the batches have the layout of shared.reversal's, so its losses apply
+
+
+def _check_problems(name: str, problems) -> list[Problem]:
+    """`problems` as a list of (a, b) tuples of non-negative ints; else ValueError naming `name` and the index."""
+    if not isinstance(problems, Iterable) or isinstance(problems, (str, bytes)):
+        raise ValueError(f"{name} must be a list of (a, b) problems, got {type(problems).__name__}")
+    out = []
+    for i, p in enumerate(problems):
+        if not (isinstance(p, (tuple, list)) and len(p) == 2
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in p)):
+            raise ValueError(f"{name} must hold (a, b) problems, pairs of non-negative ints, got {p!r} at index {i}")
+        out.append(tuple(p))
+    return out
 
 
 def _check_digits(min_digits: int, max_digits: int) -> None:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from .gpt import GPT, GPTConfig
 from .training import lm_loss
 from .transformer import Transformer, TransformerConfig
-from .validation import check_choice, check_positive_int
+from .validation import check_choice, check_int, check_positive_int
 
 PAD, BOS, EOS = 0, 1, 2
 DIGIT_OFFSET = 3  # digit d is token d + 3
@@ -86,19 +86,40 @@ def decoder_only_sample(digits: Sequence[int]) -> tuple[list[int], list[int]]:
 
 def pad_to(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     """List of token lists -> (B, T_max) long tensor, padded on the right with `value`."""
+    if not rows:
+        raise ValueError("rows must be a non-empty list of token lists: a batch of no rows has no width")
     width = max(len(r) for r in rows)
     return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 def collate(samples: Sequence[tuple], arch: str = "encoder_decoder") -> Seq2SeqBatch | LMBatch:
-    """Pad a list of samples into one batch: inputs with PAD, labels with IGNORE_INDEX."""
+    """Pad a list of samples into one batch: inputs with PAD, labels with IGNORE_INDEX.
+
+    The samples must be of `arch`'s kind: (src, tgt_in, tgt_out) triples from `seq2seq_sample` for
+    "encoder_decoder", (inputs, labels) pairs from `decoder_only_sample` for "decoder_only"; else ValueError.
+    """
     check_choice("arch", arch, ARCHS)
     if not samples:
         raise ValueError("samples must be a non-empty list")
+    _check_sample_kind(samples, arch)
     columns = list(zip(*samples))
     if arch == "encoder_decoder":
         return Seq2SeqBatch(pad_to(columns[0], PAD), pad_to(columns[1], PAD), pad_to(columns[2], IGNORE_INDEX))
     return LMBatch(pad_to(columns[0], PAD), pad_to(columns[1], IGNORE_INDEX))
+
+
+_SAMPLE_KINDS = {"encoder_decoder": (3, "(src, tgt_in, tgt_out) triples (seq2seq_sample)"),
+                 "decoder_only": (2, "(inputs, labels) pairs (decoder_only_sample)")}
+
+
+def _check_sample_kind(samples: Sequence[tuple], arch: str) -> None:
+    """Each sample must hold the 3 (encoder_decoder) or 2 (decoder_only) token lists of `arch`'s samples."""
+    (n, kind), other = _SAMPLE_KINDS[arch], ARCHS[1 - ARCHS.index(arch)]
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, (tuple, list)) or len(sample) != n:
+            got = f"has {len(sample)} items" if isinstance(sample, (tuple, list)) else f"is a {type(sample).__name__}"
+            raise ValueError(f"samples[{i}] {got}, but arch={arch!r} takes {kind}; "
+                             f"{_SAMPLE_KINDS[other][1]} are samples of arch={other!r}")
 
 
 def random_digits(rng: random.Random, min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> tuple[int, ...]:
@@ -139,6 +160,7 @@ class ReversalBatches:
                  min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> None:
         check_choice("arch", arch, ARCHS)
         check_positive_int("batch_size", batch_size)
+        check_int("seed", seed, minimum=0)
         _check_lengths(min_len, max_len)
         self.arch, self.batch_size, self.seed, self.device = arch, batch_size, seed, device
         self.min_len, self.max_len = min_len, max_len  # source lengths drawn uniformly from this range

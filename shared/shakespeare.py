@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from .files import atomic_write, data_dir
 from .runtime import eval_mode
-from .validation import check_positive_int
+from .validation import check_int, check_positive_int, describe, is_integer_tensor
 
 URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
@@ -81,7 +81,9 @@ def load_tiny_shakespeare(
 
     A missing file is downloaded from `url` (when `allow_download`); a file whose sha256 differs from
     `sha256` is never used: a CorpusError says what was found and how to get the right file.
+    `path` names the file itself: a directory raises ValueError (nothing is guessed inside it, nothing downloaded).
     """
+    _check_not_a_directory(path)
     path = Path(path) if path is not None else default_path()
     if not path.is_file():
         if not allow_download:
@@ -94,6 +96,14 @@ def load_tiny_shakespeare(
             f"Delete it to download it again.\n{_how_to_get(path, url, sha256)}"
         )
     return path.read_text(encoding="utf-8")
+
+
+def _check_not_a_directory(path) -> None:
+    """`path` (or, when None, $TINYSHAKESPEARE_PATH) must name the corpus file, not a folder."""
+    name, where = ("path", Path(path)) if path is not None else (PATH_ENV, default_path())
+    if where.is_dir():
+        raise ValueError(f"{name} must name the corpus file, not a directory: {where} is a directory. Pass the file "
+                         f"itself, e.g. {where / FILE_NAME} (where it is downloaded to if missing)")
 
 
 class CharTokenizer:
@@ -137,10 +147,16 @@ class CharTokenizer:
 
 
 def train_val_split(tokens: Tensor, train_frac: float = 0.9) -> tuple[Tensor, Tensor]:
-    """The standard split: the first 90 % of the (N,) tokens for training, the last 10 % for validation."""
-    if not 0.0 < train_frac < 1.0:
-        raise ValueError(f"train_frac must be in (0, 1), got {train_frac!r}")
+    """The standard split: the first 90 % of the (N,) tokens for training, the last 10 % for validation.
+
+    Both splits must hold at least one token: a train_frac that leaves either empty raises ValueError.
+    """
+    if isinstance(train_frac, bool) or not isinstance(train_frac, (int, float)) or not 0.0 < train_frac < 1.0:
+        raise ValueError(f"train_frac must be a number in (0, 1), got {train_frac!r}")
     n_train = int(train_frac * len(tokens))
+    if not 0 < n_train < len(tokens):
+        raise ValueError(f"train_frac={train_frac} of {len(tokens)} tokens gives {n_train} training tokens and "
+                         f"{len(tokens) - n_train} validation tokens: both splits must be non-empty")
     return tokens[:n_train], tokens[n_train:]
 
 
@@ -154,8 +170,10 @@ def block_batches(
     """
     check_positive_int("block_size", block_size)
     check_positive_int("batch_size", batch_size)
-    if tokens.dim() != 1 or len(tokens) < block_size + 1:
-        raise ValueError(f"tokens must be 1-D and longer than block_size={block_size}, got {tuple(tokens.shape)}")
+    check_int("seed", seed, minimum=0)
+    if not is_integer_tensor(tokens) or tokens.dim() != 1 or len(tokens) < block_size + 1:
+        raise ValueError(f"tokens must be a 1-D integer tensor of ids longer than block_size={block_size}, "
+                         f"got {describe(tokens)}")
     offsets = torch.arange(block_size + 1)  # (block_size + 1,)
 
     def batch_fn(step: int) -> tuple[Tensor, Tensor]:
@@ -176,8 +194,8 @@ def split_loss(model: nn.Module, tokens: Tensor, block_size: int, batch_size: in
     """
     check_positive_int("block_size", block_size)
     check_positive_int("batch_size", batch_size)
-    if tokens.dim() != 1 or len(tokens) < 2:
-        raise ValueError(f"tokens must be 1-D with at least 2 tokens, got shape {tuple(tokens.shape)}")
+    if not is_integer_tensor(tokens) or tokens.dim() != 1 or len(tokens) < 2:
+        raise ValueError(f"tokens must be a 1-D integer tensor of at least 2 ids, got {describe(tokens)}")
     device = next(model.parameters()).device
     starts = list(range(0, len(tokens) - 1, block_size))
     total, count = 0.0, 0

@@ -267,6 +267,14 @@ def test_untrained_course_models_get_feedback_not_errors(capsys):
             "expected logits of shape (B, T, V)")
 
 
+def test_a_diverged_model_gets_feedback_not_a_traceback(capsys):
+    torch.manual_seed(0)
+    gpt = GPT(GPTConfig(add.VOCAB_SIZE, block_size=24, n_layers=1, n_heads=2, d_model=16))
+    with torch.no_grad():
+        gpt.tok_emb.weight.fill_(float("nan"))  # what a run that diverged leaves behind
+    rejects(lambda m: check_addition_model(m, problems=PROBLEMS[::8]), gpt, capsys, "NaN or inf", "diverged")
+
+
 def test_bad_arguments_are_refused_by_name():
     with pytest.raises(ValueError, match="problems must be a non-empty"):
         greedy_answers(Adder(), [])

@@ -187,7 +187,7 @@ def test_sinusoidal_table(capsys):
 
 
 class Concatenating(nn.Module):
-    def __init__(self, max_len, d_model):
+    def __init__(self, d_model, max_len):
         super().__init__()
         self.table = nn.Parameter(torch.randn(max_len, d_model))
 
@@ -195,12 +195,24 @@ class Concatenating(nn.Module):
         return torch.cat([x, self.table[: x.size(1)].expand(x.size(0), -1, -1)], dim=-1)
 
 
+class SwappedSizes(nn.Module):
+    def __init__(self, max_len, d_model):  # wrong: called as (d_model, max_len)
+        super().__init__()
+        self.table = nn.Embedding(max_len, d_model)
+
+    def forward(self, x):
+        return x + self.table(torch.arange(x.size(1)))
+
+
 def test_learned_positions(capsys):
-    accepts(ex.check_learned_positions, lambda n, d: LearnedPositionalEmbedding(d, max_len=n), capsys)
-    rejects(ex.check_learned_positions, lambda n, d: SinusoidalPositionalEncoding(d, n), capsys,
-            "0 trainable parameters", "nn.Embedding")
+    accepts(ex.check_learned_positions, LearnedPositionalEmbedding, capsys)  # the same (d_model, max_len) order
+    accepts(ex.check_learned_positions, lambda d, n: LearnedPositionalEmbedding(d_model=d, max_len=n), capsys)
+    rejects(ex.check_learned_positions, SinusoidalPositionalEncoding, capsys, "0 trainable parameters", "nn.Embedding")
     rejects(ex.check_learned_positions, Concatenating, capsys, "do not concatenate")
-    rejects(ex.check_learned_positions, lambda n, d: nn.Linear(d, d), capsys, "trainable parameters")
+    rejects(ex.check_learned_positions, lambda d, n: nn.Linear(d, d), capsys, "trainable parameters")
+    # sizes taken in the old (max_len, d_model) order: the table comes out (d_model, max_len) and forward fails
+    rejects(ex.check_learned_positions, SwappedSizes, capsys,
+            "IndexError", "the order (d_model, max_len)", "nn.Embedding(max_len, d_model)")
 
 
 # ---------------------------------------------------------------- 05

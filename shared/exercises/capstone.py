@@ -338,6 +338,10 @@ def _logits(c: Checker, model, args: tuple) -> Tensor:
                     f"expected logits of shape (B, T, V) = ({expect[0]}, {expect[1]}, {VOCAB_SIZE}).\n  Hint: the "
                     f"model must return one row of {VOCAB_SIZE} token scores per input position (vocab_size="
                     "VOCAB_SIZE from shared.addition).")
+    if not bool(torch.isfinite(out.float().amax(-1)).all()):  # a NaN or +inf anywhere, or a row that is all -inf
+        raise Wrong('case "calling your model": its logits contain NaN or inf, so no answer can be read from them.\n'
+                    "  Hint: training diverged: lower the learning rate, keep gradient clipping on, and check the "
+                    "loss for NaN as notebook 07 does.")
     return out.float()
 
 

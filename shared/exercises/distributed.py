@@ -2,12 +2,15 @@
 
 Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports. The gradient check
 forks a few CPU processes that meet through a file in a temporary folder and form a real gloo group
-(Linux, macOS, Colab).
+(Linux, macOS, Colab). Its time limits are its own: each rank stops the learner's function after
+FUNCTION_LIMIT_S seconds ("your function did not return within 30 s"), gloo stops a collective that waits for
+another rank after COLLECTIVE_TIMEOUT_S, and the parent waits for the ranks' answers at most ANSWER_WAIT_S.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import multiprocessing
 import os
 import sys
@@ -20,7 +23,12 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .feedback import Checker, NotSolved, Wrong, exercise
+from .feedback import Checker, NotSolved, TimedOut, Wrong, exercise
+
+COLLECTIVE_TIMEOUT_S = 20  # gloo's timeout: a collective that waits longer for another rank raises
+FUNCTION_LIMIT_S = 30.0  # each rank's limit on the learner's function: longer than a collective's timeout, so a
+#                          rank that waits in all_reduce for another gets gloo's error first, not this one
+ANSWER_WAIT_S = 60.0  # the parent's wait for the ranks' answers, after which it gives up on them
 
 # ---------------------------------------------------------------- shard a global batch
 
@@ -81,14 +89,14 @@ def _grad_verdict(fn, rank: int, world_size: int, store: str) -> tuple[str, str]
     """One rank: DDP's gradients, the learner's average_gradients(model), and the comparison -> (status, message)."""
     try:
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=20))
+                                timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
         model, x, y = _tiny_problem(rank, world_size)
         reference = DDP(_tiny_problem(rank, world_size)[0])
         nn.functional.cross_entropy(reference(x), y).backward()  # DDP averages the gradients across ranks
         weights = [p.detach().clone() for p in model.parameters()]
         nn.functional.cross_entropy(model(x), y).backward()
         local = [p.grad.clone() for p in model.parameters()]
-        c = Checker(fn)
+        c = Checker(fn, time_limit=FUNCTION_LIMIT_S)  # a fork has no limit armed: each call gets this one
         case = f"world_size={world_size}, rank={rank}"
         c.call(case, model)
         for (name, p), ref, own, w in zip(model.named_parameters(), reference.parameters(), local, weights):
@@ -104,6 +112,8 @@ def _grad_verdict(fn, rank: int, world_size: int, store: str) -> tuple[str, str]
         return "ok", ""
     except NotSolved:
         return "not solved", ""
+    except TimedOut as late:  # the learner's function never returned: say so, rather than blame the collectives
+        return "too slow", str(late)
     except Wrong as wrong:
         return "wrong", str(wrong)
     except Exception as err:  # e.g. a collective that timed out because ranks disagreed
@@ -147,7 +157,7 @@ def _collect(readers: dict, deadline: float) -> dict:
     return answers
 
 
-@exercise("average gradients with all_reduce")
+@exercise("average gradients with all_reduce", time_limit=math.inf)  # the ranks, not this process, run fn
 def check_average_gradients(c: Checker) -> None:
     """fn(model): after backward on each rank's shard, make every p.grad the mean over all ranks (as DDP does)."""
     if "fork" not in multiprocessing.get_all_start_methods():
@@ -166,7 +176,7 @@ def check_average_gradients(c: Checker) -> None:
                 workers[-1].start()
                 writer.close()  # the rank holds the only writer, so its pipe reads EOF if it dies
                 readers[rank] = reader
-            answers = _collect(readers, time.monotonic() + 60)
+            answers = _collect(readers, time.monotonic() + ANSWER_WAIT_S)
             for w in workers:
                 w.join(timeout=5)
                 if w.is_alive():
@@ -174,13 +184,16 @@ def check_average_gradients(c: Checker) -> None:
                     w.join()
             for reader in readers.values():
                 reader.close()
-        for _, (status, message) in sorted(answers.items()):
+        for _, (status, message) in sorted(answers.items(), key=lambda a: (a[1][0] != "too slow", a[0])):
+            if status == "too slow":  # first: the other ranks' errors (a collective that timed out) follow from it
+                raise Wrong(message)
             if status == "not solved":
                 raise NotSolved
             if status == "wrong":
                 raise Wrong(message)
         if len(answers) < world_size:
             missing = sorted(set(range(world_size)) - set(answers))
-            raise Wrong(f'case "world_size={world_size}": rank(s) {missing} did not finish within 60 s. Every rank '
-                        "must call all_reduce on the same tensors in the same order.")
+            raise Wrong(f'case "world_size={world_size}": rank(s) {missing} did not finish within '
+                        f"{ANSWER_WAIT_S:g} s: your function never returned there, or the ranks waited for each other. "
+                        "Every rank must call all_reduce on the same tensors in the same order.")
         c.passed()

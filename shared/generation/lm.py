@@ -14,6 +14,7 @@ from ..gpt import GPT
 from ..runtime import eval_mode
 from ..validation import (
     check_batch_size,
+    check_bool,
     check_finite,
     check_float_tensor,
     check_int,
@@ -35,6 +36,23 @@ def check_logits(logits: Tensor, tokens: Tensor | None = None) -> Tensor:
             raise ValueError(f"tokens must be a (B, T) integer tensor of the ids so far, got {describe(tokens)}")
         check_batch_size("tokens", tokens, logits.size(0), of="logits")
     return logits
+
+
+def _check_finite_rows(logits: Tensor, position: int | None = None, name: str = "logits") -> Tensor:
+    """Return (B, V) next-token `logits` if every row has a finite maximum: no NaN, no +inf, not all -inf.
+
+    One reduction and one wait for the device per call (once per generated token); the slow part, finding
+    what went wrong, runs only when something did. position: tokens so far, for the message.
+    """
+    if bool(torch.isfinite(logits.amax(dim=-1)).all()):  # amax is NaN if a row holds NaN, +inf if one holds +inf
+        return logits
+    row = int((~torch.isfinite(logits.amax(dim=-1))).int().argmax())
+    values = logits[row]
+    what = ("NaN" if values.isnan().any() else "+inf" if values.isposinf().any() else
+            "no finite logit (every entry -inf, so no token can be chosen)")
+    after = f" (the next token after {position} tokens)" if position is not None else ""
+    raise ValueError(f"{name} of row {row}{after} contain {what}: the model's scores are not usable. A model whose "
+                     "weights or activations went NaN/inf (check torch.isfinite on its parameters) cannot generate")
 
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
@@ -102,10 +120,13 @@ def next_token_logits(
 ) -> Tensor:
     """Apply penalties, then temperature, then top-k and top-p to (B, V) logits given the (B, T) context.
 
-    temperature=0 (greedy) leaves the scale alone: the caller takes the argmax.
+    temperature=0 (greedy) leaves the scale alone: the caller takes the argmax. Logits with NaN or +inf, or a
+    row without one finite logit, raise ValueError naming the row and the position (a model gone NaN has no
+    next token to give); single -inf entries are legal (a token masked out).
     """
     check_finite("temperature", temperature, 0.0, " (0 = greedy)")
-    logits = apply_repetition_penalty(check_logits(logits).float(), tokens, repetition_penalty)
+    _check_finite_rows(check_logits(logits, tokens), tokens.size(1))
+    logits = apply_repetition_penalty(logits.float(), tokens, repetition_penalty)
     logits = ban_repeated_ngrams(logits, tokens, no_repeat_ngram_size)
     if temperature > 0:
         logits = apply_temperature(logits, temperature)
@@ -152,11 +173,13 @@ def generate(
 
     Every knob is checked before the first step. Each step applies the repetition penalty and the n-gram
     ban, then temperature, then top-k and top-p (`next_token_logits`). If the n-gram ban leaves a row no
-    token at all, that step raises ValueError naming no_repeat_ngram_size (no token would keep its promise).
+    token at all, that step raises ValueError naming no_repeat_ngram_size (no token would keep its promise);
+    if the model's logits hold NaN or +inf, or a row has no finite logit, it raises ValueError naming the row.
     """
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a shared.gpt.GPT, got {type(model).__name__}")
-    _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size)
+    _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size,
+                 generator, use_cache)
     with eval_mode(model):
         return _generate_loop(model, prompt, max_new_tokens, temperature, generator, use_cache, dict(
             top_k=top_k, top_p=top_p, repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size))
@@ -189,7 +212,8 @@ def _pick(logits: Tensor, temperature: float, generator: torch.Generator | None)
     return torch.multinomial(probs, 1, generator=generator)
 
 
-def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size) -> None:
+def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_penalty, no_repeat_ngram_size,
+                 generator, use_cache) -> None:
     """generate's checks, all before the first step: the same ones as the filters themselves make."""
     check_tokens("prompt", prompt)
     check_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -200,6 +224,9 @@ def _check_knobs(prompt, max_new_tokens, temperature, top_k, top_p, repetition_p
         _check_top_p(top_p)
     check_positive_number("repetition_penalty", repetition_penalty, " (1.0 = off)")
     check_int("no_repeat_ngram_size", no_repeat_ngram_size, minimum=0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    check_bool("use_cache", use_cache)
 
 
 def _check_ids(tokens: Tensor, vocab_size: int) -> None:

@@ -39,6 +39,7 @@ from ..validation import (
     check_tokens,
     describe,
 )
+from .lm import _check_finite_rows
 
 StepFn = Callable[[Tensor], Tensor]  # (B, t) tokens so far -> (B, V) logits of the next token
 
@@ -61,12 +62,13 @@ def greedy_loop(step_fn: StepFn, start: Tensor, max_new: int) -> Tensor:
 
 
 def _next_logits(step_fn: StepFn, seq: Tensor) -> Tensor:
-    """step_fn(seq (B, t)) -> (B, V) next-token logits; anything of another shape raises ValueError."""
+    """step_fn(seq (B, t)) -> (B, V) next-token logits; another shape, NaN, +inf or a row without a finite logit
+    raises ValueError (a -inf entry, a token masked out, is fine)."""
     logits = step_fn(seq)
     if not isinstance(logits, Tensor) or logits.dim() != 2 or logits.size(0) != seq.size(0):
         raise ValueError(f"step_fn must return next-token logits of shape (B={seq.size(0)}, V) for a sequence of "
                          f"shape {tuple(seq.shape)}, got {describe(logits)}")
-    return logits
+    return _check_finite_rows(logits, seq.size(1), "step_fn's logits")
 
 
 def _cut(rows: Tensor, limits: Sequence[int], keep_eos: bool = False) -> list[list[int]]:
