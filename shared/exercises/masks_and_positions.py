@@ -81,9 +81,12 @@ def check_sinusoidal_table(c: Checker) -> None:
 
 @exercise("learned positional embedding")
 def check_learned_positions(c: Checker) -> None:
-    """fn(max_len, d_model) -> nn.Module whose forward(x (B, T, d_model)) adds one trainable vector per position."""
-    max_len, d_model, case = 10, 4, "max_len=10, d_model=4"
-    module = c.call(case, max_len, d_model)
+    """fn(d_model, max_len) -> nn.Module whose forward(x (B, T, d_model)) adds one trainable vector per position.
+
+    The sizes come in `LearnedPositionalEmbedding`'s order, (d_model, max_len); the table is (max_len, d_model).
+    """
+    d_model, max_len, case = 4, 10, "d_model=4, max_len=10"
+    module = c.call(case, d_model, max_len)
     if not isinstance(module, nn.Module):
         c.fail(case, f"expected an nn.Module, got {type(module).__name__}.", "return the module you built.")
     n_trainable = sum(p.numel() for p in module.parameters() if p.requires_grad)
@@ -92,6 +95,10 @@ def check_learned_positions(c: Checker) -> None:
                f"{max_len * d_model} (one vector per position).",
                "a fixed table (register_buffer or a plain tensor) is not learned: use nn.Embedding(max_len, d_model)"
                " or nn.Parameter." if n_trainable == 0 else "")
+    if any(tuple(p.shape) == (d_model, max_len) for p in module.parameters()):  # T=5 > d_model: swapped sizes fail
+        c.error_hint = (f"your table has shape (d_model, max_len) = {(d_model, max_len)}: the sizes come in the "
+                        "order (d_model, max_len), like LearnedPositionalEmbedding, and the table is "
+                        "nn.Embedding(max_len, d_model), one row per position.")
     c.passed()
     x = random_tensor(2, 5, d_model, seed=3)
     out = c.shape(c.run("forward, x of shape (2, 5, 4)", module, x.clone()), x, "forward, x of shape (2, 5, 4)",

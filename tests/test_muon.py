@@ -1,0 +1,248 @@
+"""Muon for the hidden matrices, AdamW for the rest (shared.training.make_muon), through everything train() does.
+
+The parameter split, learning, a bit-identical resume from a checkpoint, gradient accumulation, fp16's
+GradScaler and DDP on 2 gloo ranks. For DDP this file is also the worker that torchrun starts:
+
+    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/test_muon.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from shared.checkpoint import load_checkpoint, restore_model, restore_training, save_checkpoint  # noqa: E402
+from shared.distributed import Precision, distributed, shard, shard_batches, unwrap, wrap  # noqa: E402
+from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.shakespeare import block_batches  # noqa: E402
+from shared.training import MuonWithAdamW, lm_loss, make_muon, train, warmup_cosine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = GPTConfig(vocab_size=13, block_size=16, n_layers=2, n_heads=2, d_model=32)
+MODERN = GPTConfig(vocab_size=13, block_size=16, n_layers=2, n_heads=4, d_model=32, norm="rmsnorm", position="rope",
+                   activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False)
+GLOBAL_BATCH, STEPS, LR = 8, 6, 3e-3
+
+
+def tiny_model(seed: int = 0, config: GPTConfig = CONFIG) -> GPT:
+    torch.manual_seed(seed)
+    return GPT(config)
+
+
+def global_batches():
+    """batch_fn(step) -> (x, y) of (GLOBAL_BATCH, block_size): a repeating pattern with noise, the same everywhere."""
+    tokens = torch.arange(3000) % 7 + torch.randint(2, (3000,), generator=torch.Generator().manual_seed(1)) * 6
+    return block_batches(tokens, CONFIG.block_size, GLOBAL_BATCH, seed=0)
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    return lm_loss(model(x), y)
+
+
+def run(model, *, optimizer=None, max_steps=STEPS, batch_fn=None, history=None, micro_batches=1, precision="fp32",
+        checkpoint_fn=None, checkpoint_every=0):
+    """Train `model` (plain or DDP) with make_muon; returns (history, optimizer)."""
+    optimizer = optimizer or make_muon(unwrap(model), lr=LR)
+    history = train(model, optimizer, batch_fn or shard_batches(global_batches()), loss_fn, max_steps=max_steps,
+                    schedule=warmup_cosine(2), log_every=3, history=history, micro_batches=micro_batches,
+                    precision=precision, checkpoint_fn=checkpoint_fn, checkpoint_every=checkpoint_every,
+                    progress=False)
+    return history, optimizer
+
+
+def ids(params) -> list[int]:
+    return [id(p) for p in params]
+
+
+def max_diff(a: dict, b: dict) -> float:
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+# --- which parameters go where ---
+
+
+@pytest.mark.parametrize("config", [CONFIG, MODERN], ids=["gpt2_block", "modern_block"])
+def test_hidden_matrices_go_to_muon_and_everything_else_to_adamw_once(config):
+    model = tiny_model(config=config)
+    optimizer = make_muon(model, lr=LR)
+    muon = ids(p for g in optimizer.muon.param_groups for p in g["params"])
+    adamw = ids(p for g in optimizer.adamw.param_groups for p in g["params"])
+    everything = ids(p for p in model.parameters() if p.requires_grad)  # the tied head counted once
+    assert sorted(muon + adamw) == sorted(everything)  # every trainable parameter in exactly one optimizer
+    assert len(set(muon + adamw)) == len(muon + adamw)
+    hidden = {id(p) for n, p in model.named_parameters() if n.startswith("blocks.") and p.ndim == 2}
+    assert set(muon) == hidden and len(muon) == config.n_layers * (5 if config.activation == "swiglu" else 6)
+    assert model.lm_head.weight is model.tok_emb.weight and adamw.count(id(model.tok_emb.weight)) == 1
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # tokens (and positions)
+    assert id(model.norm.weight) in adamw and all(p.ndim == 1 for p in model.parameters()
+                                                  if id(p) in set(adamw) - embeddings)  # norms and biases
+    decayed, undecayed = optimizer.adamw.param_groups
+    assert decayed["weight_decay"] == 0.1 and decayed["params"] == []  # no Linear weight is left for AdamW to decay
+    assert undecayed["weight_decay"] == 0.0 and id(model.tok_emb.weight) in ids(undecayed["params"])
+    group = optimizer.muon.param_groups[0]
+    assert group["adjust_lr_fn"] == "match_rms_adamw" and group["weight_decay"] == 0.1 and group["nesterov"]
+    assert optimizer.param_groups == optimizer.muon.param_groups + optimizer.adamw.param_groups
+
+
+def test_a_parameter_in_both_optimizers_is_refused():
+    model = tiny_model()
+    muon = torch.optim.Muon([model.blocks[0].attn.w_o.weight])
+    with pytest.raises(ValueError, match="in both optimizers"):
+        MuonWithAdamW(muon, torch.optim.AdamW(model.parameters()))
+
+
+def test_the_learning_rates_and_their_checks():
+    model = tiny_model()
+    optimizer = make_muon(model, lr=0.02, adamw_lr=1e-3, adjust_lr_fn="original")
+    assert [g["lr"] for g in optimizer.param_groups] == [0.02, 1e-3, 1e-3]
+    assert make_muon(model, lr=3e-3).adamw.param_groups[0]["lr"] == 3e-3  # adamw_lr None: the same lr
+    with pytest.raises(ValueError, match="adjust_lr_fn"):
+        make_muon(model, lr=LR, adjust_lr_fn="match_rms")
+    with pytest.raises(ValueError, match="momentum"):
+        make_muon(model, lr=LR, momentum=1.0)
+    with pytest.raises(TypeError, match="blocks"):
+        make_muon(nn.Linear(4, 4), lr=LR)
+    with pytest.raises(ValueError, match="another optimizer"):
+        optimizer.load_state_dict(torch.optim.AdamW(model.parameters()).state_dict())
+
+
+# --- training, resuming, accumulating ---
+
+
+def test_train_lowers_the_loss_and_steps_both_optimizers():
+    model = tiny_model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    history, optimizer = run(model, max_steps=30)
+    assert history.loss[-1] < history.loss[0] - 0.5  # 2.5 -> below 1.6 in 30 steps
+    moved = {n: (p.detach() - before[n]).abs().max().item() for n, p in model.named_parameters()}
+    assert moved["blocks.0.attn.w_q.weight"] > 1e-3 and moved["tok_emb.weight"] > 1e-3 and moved["norm.weight"] > 0
+    # the schedule reached every group: all of them end at base_lr * the last factor
+    factor = warmup_cosine(2)(29, 29 / 30)
+    assert all(g["lr"] == pytest.approx(g["base_lr"] * factor) for g in optimizer.param_groups)
+    assert history.lr[-1] == optimizer.muon.param_groups[0]["lr"]
+
+
+class Interrupted(Exception):
+    """Stands for a crash in the middle of a run."""
+
+
+def test_a_resumed_run_is_bit_identical_to_the_uninterrupted_one(tmp_path):
+    full = tiny_model()
+    full_history, _ = run(full)
+
+    crashed = tiny_model()
+    batches = shard_batches(global_batches())
+
+    def crashing(step):
+        if step == 4:
+            raise Interrupted
+        return batches(step)
+
+    optimizer = make_muon(crashed, lr=LR)
+    save = lambda history: save_checkpoint(tmp_path / "run.pt", crashed, CONFIG, optimizer=optimizer,  # noqa: E731
+                                           history=history)
+    with pytest.raises(Interrupted):
+        run(crashed, optimizer=optimizer, batch_fn=crashing, checkpoint_fn=save, checkpoint_every=3)
+    state = load_checkpoint(tmp_path / "run.pt")  # weights_only=True
+    assert set(state["optimizer"]) == {"muon", "adamw"} and len(state["optimizer"]["muon"]["state"]) == 12
+    assert len(state["optimizer"]["adamw"]["state"]) == len(optimizer.adamw.state) > 0
+    resumed = restore_model(state, tiny_model(seed=123), CONFIG)  # other weights and RNG: restoring wins
+    resumed_optimizer = make_muon(resumed, lr=LR)
+    history, _ = run(resumed, optimizer=resumed_optimizer, history=restore_training(state, resumed_optimizer))
+    assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), full.state_dict().values()))
+    assert history.loss == full_history.loss
+
+
+def test_two_micro_batches_equal_one_batch():
+    whole, accumulated, half = tiny_model(), tiny_model(), tiny_model()
+    run(whole)
+    run(accumulated, micro_batches=2)
+    run(half, batch_fn=lambda step: shard(global_batches()(step), 0, 2))  # half of each batch: elsewhere
+    assert max_diff(whole.state_dict(), tiny_model().state_dict()) > 1e-2  # training moved the weights
+    assert max_diff(accumulated.state_dict(), whole.state_dict()) < 2e-5
+    assert max_diff(half.state_dict(), whole.state_dict()) > 1e-3
+
+
+# --- fp16: one GradScaler for both optimizers ---
+
+
+def one_step(model, precision):
+    """One train() step at lr 0 (weights unchanged), then each optimizer's first moment, divided by its (1 - beta)."""
+    optimizer = make_muon(model, lr=0.0)  # lr 0: weights stay, momentum buffers still fill
+    train(model, optimizer, lambda step: global_batches()(0), loss_fn, max_steps=1, grad_clip=None,
+          precision=precision, progress=False)
+    muon = {id(p): optimizer.muon.state[p]["momentum_buffer"] / 0.05 for p in optimizer.muon.state}
+    adamw = {id(p): optimizer.adamw.state[p]["exp_avg"] / 0.1 for p in optimizer.adamw.state}
+    return muon, adamw, optimizer
+
+
+def test_fp16_unscales_both_optimizers_gradients_once():
+    model = tiny_model()
+    fp32_muon, fp32_adamw, _ = one_step(model, "fp32")  # the gradients themselves
+    amp = Precision("fp16", "cpu")
+    fp16_muon, fp16_adamw, optimizer = one_step(model, amp)
+    assert amp.scaler.get_scale() == 2.0**16  # this step did not overflow: it was taken
+    assert fp16_muon.keys() == fp32_muon.keys() and len(fp16_muon) == 12
+    assert fp16_adamw.keys() == fp32_adamw.keys() and len(fp16_adamw) == len(optimizer.adamw.state) > 0
+    for fp16, fp32 in ((fp16_muon, fp32_muon), (fp16_adamw, fp32_adamw)):
+        for key in fp32:  # fp16's matmuls differ by ~1e-3; a gradient left scaled would be 65536x larger
+            assert torch.allclose(fp16[key], fp32[key], rtol=0.05, atol=0.02 * fp32[key].abs().max().item())
+
+
+def test_fp16_overflow_skips_both_optimizers():
+    model = tiny_model()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    amp = Precision("fp16", "cpu")
+    amp.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)  # the scaled gradients overflow fp16
+    optimizer = make_muon(model, lr=LR)
+    history = train(model, optimizer, global_batches(), loss_fn, max_steps=1, precision=amp, progress=False)
+    assert history.grad_scaler["scale"] == 2.0**59  # the scaler saw inf and lowered its scale
+    assert optimizer.muon.state == {} and optimizer.adamw.state == {}  # neither optimizer stepped
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+
+
+# --- DDP: 2 gloo ranks under torchrun (this file is the worker) ---
+
+
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory):
+    out = tmp_path_factory.mktemp("muon_ddp")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [torch.load(out / f"muon_rank{r}.pt", weights_only=True) for r in (0, 1)]
+
+
+def test_two_ddp_ranks_with_half_batches_equal_one_process_with_the_whole_batch(ddp):
+    torch.set_num_threads(1)
+    whole = tiny_model()
+    history, _ = run(whole)
+    assert ddp[0]["world_size"] == 2
+    assert max_diff(ddp[0]["state"], ddp[1]["state"]) == 0.0  # the same averaged gradients: identical replicas
+    assert max_diff(ddp[0]["state"], whole.state_dict()) < 2e-5
+    assert ddp[0]["loss"] == pytest.approx(history.loss, rel=1e-5)  # the logged loss covers both ranks
+
+
+def ddp_worker(out: Path) -> None:
+    """Each rank trains DDP(tiny_model()) with make_muon on its half of every global batch."""
+    with distributed(backend="gloo") as ranks:
+        torch.set_num_threads(1)
+        model = wrap(tiny_model())
+        history, _ = run(model)
+        torch.save(dict(state=unwrap(model).state_dict(), loss=history.loss, world_size=ranks.world_size),
+                   out / f"muon_rank{ranks.rank}.pt")
+
+
+if __name__ == "__main__":
+    ddp_worker(Path(sys.argv[1]))
