@@ -157,3 +157,61 @@ def plot_loss(history, ax=None, baseline: float | None = None, baseline_label: s
     ax.grid(alpha=0.3)
     ax.legend()
     return ax
+
+
+KV_CACHED, KV_NEW, KV_RECOMPUTED = "#9ecae1", "#e6550d", "#bdbdbd"  # read from the cache, computed now, again
+
+
+def plot_kv_cache(prompt_len: int, steps: int, n_heads: int, d_k: int, batch: int = 1,
+                  block_size: int | None = None, cell: float = 0.36):
+    """Decoding with and without a KV cache, step by step, in one block; returns the figure (two panels).
+
+    Row 0 is the prompt (`prompt_len` positions, computed once), rows 1..steps add one character each. Left, with
+    the cache: the positions whose keys and values are read from the cache, and the one new position computed and
+    appended this step, labelled with the cache's shape (batch, n_heads, t, d_k) after the step. Right, without it:
+    every position is computed again, Q, K and V (batch, n_heads, t, d_k) each, of which only the newest is new.
+    One square per position and step (`ax.patches`); `block_size`, if given, caps prompt_len + steps.
+    """
+    for name, value in (("prompt_len", prompt_len), ("steps", steps), ("n_heads", n_heads), ("d_k", d_k),
+                        ("batch", batch)):
+        check_positive_int(name, value)
+    total = prompt_len + steps
+    if block_size is not None and total > check_positive_int("block_size", block_size):
+        raise ValueError(f"block_size ({block_size}) must hold prompt_len + steps ({prompt_len} + {steps} = {total}): "
+                         "positions stop at block_size")
+    from matplotlib.patches import Patch, Rectangle
+
+    width = min(16.0, 2 * (cell * total + 2.6) + 0.8)
+    fig, axes = plt.subplots(1, 2, figsize=(width, cell * (steps + 1) + 2.0), sharey=True)
+    for ax, cached in zip(axes, (True, False)):
+        for row in range(steps + 1):
+            t = prompt_len + row  # positions in the context after this step
+            for position in range(t):
+                new = row == 0 or position == t - 1  # the prompt's pass computes all its positions once
+                color = KV_NEW if new else (KV_CACHED if cached else KV_RECOMPUTED)
+                ax.add_patch(Rectangle((position - 0.45, row - 0.45), 0.9, 0.9, facecolor=color, edgecolor="white"))
+            shape = f"({batch}, {n_heads}, {t}, {d_k})"
+            label = f"cache K, V {shape}" if cached else f"Q, K, V {shape}"
+            ax.annotate(label, (1, row), xycoords=("axes fraction", "data"), xytext=(6, 0),
+                        textcoords="offset points", va="center", fontsize=9, family="monospace")
+        ax.axvline(prompt_len - 0.5, color="#555555", lw=1, ls=":")
+        ax.set_xlim(-0.6, total - 0.4)
+        ax.set_ylim(steps + 0.6, -0.6)  # the prompt on top, later steps below
+        ax.set_xticks(range(total))
+        ax.set_xlabel(f"position in the context (the prompt: 0..{prompt_len - 1})")
+        ax.set_aspect("equal")
+        ax.tick_params(axis="y", length=0)
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        title = (f"with the KV cache: q ({batch}, {n_heads}, 1, {d_k}), scores ({batch}, {n_heads}, 1, t)" if cached
+                 else f"without a cache: scores ({batch}, {n_heads}, t, t)")
+        ax.set_title(title, fontsize=11)
+    axes[0].set_yticks(range(steps + 1), ["prompt"] + [f"step {s}" for s in range(1, steps + 1)])
+    axes[0].set_ylabel("decoding step")
+    fig.legend(handles=[Patch(facecolor=KV_NEW, label="computed this step (new keys and values)"),
+                        Patch(facecolor=KV_CACHED, label="read from the cache"),
+                        Patch(facecolor=KV_RECOMPUTED, label="computed again, the same values as before")],
+               loc="lower center", ncols=3, frameon=False, fontsize=10)
+    fig.suptitle(f"one block, {n_heads} heads of d_k = {d_k}: each row adds one character", fontsize=12)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig

@@ -12,6 +12,7 @@ from shared.history import History  # noqa: E402
 from shared.plotting import (  # noqa: E402
     plot_attention,
     plot_attention_grid,
+    plot_kv_cache,
     plot_loss,
     plot_mask,
     plot_positional_encoding,
@@ -200,3 +201,41 @@ def test_plot_attention_grid_rejects_zero_maps_or_empty_maps(shape):
 def test_plot_attention_rejects_an_empty_map(shape):
     with pytest.raises(ValueError, match="T_q, T_k >= 1"):
         plot_attention(torch.zeros(shape))
+
+
+def test_plot_kv_cache_draws_each_step_with_and_without_the_cache():
+    from matplotlib.colors import to_hex
+
+    from shared.plotting import KV_CACHED, KV_NEW, KV_RECOMPUTED
+
+    fig = plot_kv_cache(prompt_len=3, steps=2, n_heads=4, d_k=8, block_size=16)
+    cached, uncached = fig.axes
+    assert len(fig.axes) == 2 and len(fig.legends) == 1
+    squares = 3 + 4 + 5  # the prompt's 3 positions, then one more per step
+    assert len(cached.patches) == len(uncached.patches) == squares
+
+    def colours(ax):
+        return [to_hex(p.get_facecolor()) for p in ax.patches]
+
+    # with the cache only the newest position is computed; without it every old one is computed again
+    assert colours(cached).count(KV_NEW) == colours(uncached).count(KV_NEW) == 3 + 2
+    assert colours(cached).count(KV_CACHED) == 3 + 4 and KV_RECOMPUTED not in colours(cached)
+    assert colours(uncached).count(KV_RECOMPUTED) == 3 + 4 and KV_CACHED not in colours(uncached)
+    labels = [t.get_text() for t in cached.texts]
+    assert labels == ["cache K, V (1, 4, 3, 8)", "cache K, V (1, 4, 4, 8)", "cache K, V (1, 4, 5, 8)"]
+    assert [t.get_text() for t in uncached.texts][-1] == "Q, K, V (1, 4, 5, 8)"
+    assert [t.get_text() for t in cached.get_yticklabels()] == ["prompt", "step 1", "step 2"]
+    assert cached.get_xlabel() and cached.get_ylabel() and "(1, 4, 1, t)" in cached.get_title()
+    assert "(1, 4, t, t)" in uncached.get_title()
+    assert len(fig.legends[0].get_texts()) == 3
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("prompt_len", dict(prompt_len=0)), ("steps", dict(steps=-1)), ("n_heads", dict(n_heads=2.0)),
+    ("d_k", dict(d_k=True)), ("batch", dict(batch=0)), ("block_size", dict(block_size=0)),
+    ("block_size", dict(block_size=7)),  # 4 + 4 positions do not fit
+])
+def test_plot_kv_cache_rejects_bad_arguments_by_name(name, kwargs):
+    arguments = dict(prompt_len=4, steps=4, n_heads=2, d_k=8) | kwargs
+    with pytest.raises(ValueError, match=name):
+        plot_kv_cache(**arguments)
