@@ -140,6 +140,8 @@ def set_rng_state(state: dict | torch.Tensor) -> None:
         for i, cuda_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(_byte_state(f"rng['cuda'][{i}]", cuda_state), device=i)
     if state.get("python") is not None:
+        if not isinstance(state["python"], (tuple, list)) or len(state["python"]) != 3:
+            raise TypeError(f"rng['python'] must be what random.getstate() returns, got {describe(state['python'])}")
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
 
@@ -164,6 +166,7 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
+        _verify_crc(path)  # a damaged byte can read as a refused global: damage is named first
         if "Unsupported global" in str(err):  # a well-formed file that names code to run
             raise RefusedCheckpointError(
                 f"{path} was refused by torch.load(weights_only=True): it holds Python objects that would run code "
@@ -176,24 +179,31 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     except Exception as err:  # zip, pickle and I/O errors of a damaged file come in many types
         raise CorruptCheckpointError(f"{path} is not a readable checkpoint (truncated or corrupt): {err}") from err
     if not isinstance(state, dict) or state.get("format") != FORMAT or "model" not in state:
+        _verify_crc(path)
         raise ValueError(f"{path} is not a checkpoint written by shared.checkpoint (format {FORMAT})")
     if map_location.type != "meta":  # meta tensors have no bytes to check
         _verify(path, state)
     return state
 
 
-def _verify(path: Path, state: dict) -> None:
-    """Raise CorruptCheckpointError if the pickled values fail their CRC-32 or a tensor its saved sha256."""
+def _verify_crc(path: Path) -> None:
+    """Raise CorruptCheckpointError if the pickled values fail their CRC-32 (torch.load does not check it)."""
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 if info.filename.endswith("/data.pkl") and info.CRC:  # CRC 0: torch was told to write none
-                    archive.read(info)  # checks the CRC-32 (torch.load does not)
+                    archive.read(info)  # checks the CRC-32
     except zipfile.BadZipFile as err:
         raise CorruptCheckpointError(f"{path} is damaged: {err}") from err
-    if "checksums" not in state or state["checksums"]["byteorder"] != sys.byteorder:
+
+
+def _verify(path: Path, state: dict) -> None:
+    """Raise CorruptCheckpointError if the pickled values fail their CRC-32 or a tensor its saved sha256."""
+    _verify_crc(path)
+    checks = state.get("checksums")
+    if not isinstance(checks, dict) or checks.get("byteorder") != sys.byteorder:
         return  # saved before checksums existed, or on a machine of the other byte order
-    saved, found = state["checksums"]["sha256"], _checksums(state)
+    saved, found = checks.get("sha256", {}), _checksums(state)
     damaged = [name for name in saved.keys() | found.keys() if saved.get(name) != found.get(name)]
     if damaged:
         raise CorruptCheckpointError(f"{path} is damaged: the bytes of {', '.join(sorted(damaged)[:5])} differ from "

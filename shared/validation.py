@@ -190,6 +190,8 @@ def check_loss_fn_result(result) -> tuple[Tensor, Tensor | int]:
     if isinstance(count, bool) or not (isinstance(count, int) or isinstance(count, Tensor) and count.dim() == 0
                                        and not count.is_complex() and count.dtype != torch.bool):
         raise TypeError(f"{expected}; got a token count of {describe(count)}")
+    if isinstance(count, int) and count < 0:  # a tensor's sign is not read here: that would wait for the device
+        raise ValueError(f"{expected}; got a negative token count {count}")
     return loss, count
 
 
@@ -229,6 +231,8 @@ def check_map_location(name: str, device) -> torch.device:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
         raise ValueError(f"{name} must be a device such as 'cpu', 'cuda' or 'cuda:1', got {device!r}") from None
+    if parsed.type not in ("cpu", "cuda", "mps", "meta"):  # torch would fail later, in a way that reads as damage
+        raise ValueError(f"{name} must be a 'cpu', 'cuda', 'mps' or 'meta' device, got {device!r}")
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"{name}={device!r}, but this machine has no CUDA GPU (torch.cuda.is_available() is False): "
                          "use 'cpu'")

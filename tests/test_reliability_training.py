@@ -197,3 +197,11 @@ def test_train_with_micro_batches_follows_the_whole_batch_when_token_counts_diff
 
 def flat_params(model):
     return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def test_a_negative_token_count_is_refused_before_it_reverses_the_update():
+    from shared.validation import check_loss_fn_result
+
+    with pytest.raises(ValueError, match="negative token count"):
+        check_loss_fn_result((torch.tensor(1.0), -4))
+    check_loss_fn_result((torch.tensor(1.0), 0))  # a batch without tokens is legal
