@@ -5,18 +5,28 @@
     torchrun --standalone --nproc_per_node=2 benchmarks/char_gpt.py --seconds 30   # data-parallel (notebook 11)
     python benchmarks/char_gpt.py --shape modern             # Llama-style block (notebook 10)
     python benchmarks/char_gpt.py --set norm=rmsnorm         # the default shape with one option changed
+    python benchmarks/char_gpt.py --shape modern --optimizer muon   # Muon on the blocks' matrices, AdamW on the rest
+    python benchmarks/char_gpt.py --shape modern --target-loss 1.886   # also: training seconds to reach val 1.886
 
 The learning-rate schedule (linear warm-up, then cosine) follows the clock, so the decay ends exactly
 when the time budget runs out. val_loss is measured over the WHOLE validation split. ms_per_step is the
 mean over the run; ms_per_step_median is the median of the times between the starts of successive steps
 (like nanoGPT's per-iteration dt), which a few slow steps (start-up, logging, a busy machine) do not move.
+
+--target-loss X evaluates the whole validation split every --eval-every steps (25 by default) until the loss
+first reaches X, and reports the training seconds at that evaluation (target_seconds): the evaluations are
+not on the training clock (train() times only its steps), and the schedule stays the one set for --seconds.
+The line also records the optimizer and its learning rates, the load average before and after, and the commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -29,9 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from shared.checkpoint import save_checkpoint  # noqa: E402
 from shared.distributed import PRECISIONS, Precision, Ranks, distributed, shard_batches, wrap  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.history import History  # noqa: E402
 from shared.kv_cache import kv_cache_bytes  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
-from shared.training import lm_loss, make_adamw, train, warmup_cosine  # noqa: E402
+from shared.training import lm_loss, make_adamw, make_muon, train, warmup_cosine  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # model sizes and optimisation settings per shape; "nanogpt" is nanoGPT's CPU recipe, "tuned" (the default) keeps
 # its model but uses lr 3e-3 with warm-up + cosine ending at the deadline; 12 x 64 batches gave the most tokens/s on
@@ -78,6 +91,52 @@ class StepClock:
         return 1000 * statistics.median(gaps) if gaps else float("nan")
 
 
+class TargetWatch:
+    """eval_fn for train(): the whole-split validation loss, timed, until it first reaches `target` (None: never).
+
+    One evaluation of the whole split costs about as much as 50 training steps, so with a target it is skipped
+    (NaN) while the training loss logged at this step (`history`) is above target + `margin`, and after
+    the target is reached. The validation loss of this model is not below its training loss, so a skipped
+    evaluation could not have reached the target.
+    """
+
+    def __init__(self, val_tokens, block_size: int, target: float | None, history: History, margin: float) -> None:
+        self.val_tokens, self.block_size, self.target = val_tokens, block_size, target
+        self.history, self.margin = history, margin
+        self.reached, self.seconds, self.count, self.skipped = False, 0.0, 0, 0
+
+    def __call__(self, model) -> float:
+        far = self.target is not None and self.history.loss and self.history.loss[-1] > self.target + self.margin
+        if self.reached or far:
+            self.skipped += not self.reached
+            return math.nan
+        started = time.perf_counter()
+        loss = split_loss(model, self.val_tokens, self.block_size, batch_size=64)
+        self.seconds, self.count = self.seconds + time.perf_counter() - started, self.count + 1
+        self.reached = self.target is not None and loss <= self.target
+        return loss
+
+
+def git_commit() -> tuple[str, bool | None]:
+    """(git rev-parse HEAD, whether shared/ or benchmarks/ differ from it); ("unknown", None) outside a checkout."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "shared", "benchmarks"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown", None
+    return commit, bool(changed)
+
+
+def load_average() -> list[float] | None:
+    """os.getloadavg(): processes running or waiting over the last 1, 5 and 15 minutes (None where unsupported)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def main(ranks: Ranks | None = None) -> None:
     """Under torchrun each rank trains on its shard of every global batch; rank 0 evaluates and prints."""
     ranks = ranks or Ranks()
@@ -90,9 +149,29 @@ def main(ranks: Ranks | None = None) -> None:
     parser.add_argument("--precision", choices=("auto", *PRECISIONS), default="fp32", help="autocast dtype")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help=f"override a shape setting or a model option ({', '.join(MODEL_OPTIONS)})")
+    parser.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
+                        help="muon: torch.optim.Muon on the blocks' 2-D weights, AdamW (at the shape's lr) on the rest")
+    parser.add_argument("--muon-lr", type=float, default=None, help="Muon's peak lr (default: the shape's lr)")
+    parser.add_argument("--adjust-lr-fn", choices=("match_rms_adamw", "original"), default="match_rms_adamw",
+                        help="how torch.optim.Muon scales its lr per matrix shape")
+    parser.add_argument("--muon-momentum", type=float, default=0.95, help="Muon's Nesterov momentum")
+    parser.add_argument("--target-loss", type=float, default=None,
+                        help="report the training seconds until the whole-split validation loss first reaches this")
+    parser.add_argument("--eval-every", type=int, default=None,
+                        help="evaluate the whole validation split every N steps, off the clock "
+                             "(default: 25 with --target-loss, else never)")
+    parser.add_argument("--screen-margin", type=float, default=0.25,
+                        help="with --target-loss, evaluate only once the logged training loss is within this of "
+                             "the target (inf: always)")
     args = parser.parse_args()
     if args.seconds <= 0:
         parser.error(f"--seconds must be > 0, got {args.seconds}")
+    eval_every = args.eval_every if args.eval_every is not None else (25 if args.target_loss is not None else 0)
+    if eval_every < 0 or (args.target_loss is not None and eval_every == 0):
+        parser.error(f"--eval-every must be >= 0 (and > 0 with --target-loss), got {args.eval_every}")
+    if args.optimizer == "adamw" and args.muon_lr is not None:
+        parser.error("--muon-lr needs --optimizer muon")
+    loadavg_start, (commit, dirty) = load_average(), git_commit()
 
     shape = dict(SHAPES[args.shape])
     for item in args.set:
@@ -117,7 +196,15 @@ def main(ranks: Ranks | None = None) -> None:
     except (TypeError, ValueError) as err:
         parser.error(f"--set: {err}")
     model = GPT(config).to(ranks.device)
-    optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
+    if args.optimizer == "muon":
+        muon_lr = shape["lr"] if args.muon_lr is None else args.muon_lr
+        optimizer = make_muon(model, lr=muon_lr, adamw_lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99),
+                              momentum=args.muon_momentum, adjust_lr_fn=args.adjust_lr_fn)
+        optim = dict(optimizer="muon", muon_lr=muon_lr, adamw_lr=shape["lr"], adjust_lr_fn=args.adjust_lr_fn,
+                     muon_momentum=args.muon_momentum)
+    else:
+        optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
+        optim = dict(optimizer="adamw", adamw_lr=shape["lr"])
     batch_fn = block_batches(train_tokens, config.block_size, shape["batch_size"], seed=args.seed, device=ranks.device)
     batch_fn = shard_batches(batch_fn, ranks)  # batch_size is the global batch: each rank keeps its slice
     clock = StepClock(batch_fn)  # the same batches, noting when each step starts
@@ -127,10 +214,13 @@ def main(ranks: Ranks | None = None) -> None:
         x, y = batch
         return lm_loss(model(x), y)
 
+    history = History()  # logged at each evaluation: it holds the training seconds and loss of that step
+    watch = TargetWatch(val_tokens, config.block_size, args.target_loss, history, args.screen_margin)
     started = time.perf_counter()
     history = train(wrap(model, ranks), optimizer, clock, loss_fn, max_steps=10**9, max_seconds=args.seconds,
-                    schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=50, progress=False,
-                    precision=amp)
+                    schedule=warmup_cosine(shape["warmup"], min_ratio=0.1), log_every=eval_every or 50,
+                    progress=False, precision=amp, eval_fn=watch if eval_every else None, eval_every=eval_every,
+                    history=history)
     wall = time.perf_counter() - started
     if not ranks.is_main:  # the replicas are identical: rank 0 alone evaluates, saves and reports
         return
@@ -146,9 +236,14 @@ def main(ranks: Ranks | None = None) -> None:
         save_checkpoint(args.save, model, config, extra={"chars": tokenizer.chars, "val_loss": val_loss})
 
     train_seconds = history.seconds[-1]
+    seconds_at = dict(zip(history.step, history.seconds))
+    curve = [[step, round(seconds_at[step], 2), round(loss, 4)]
+             for step, loss in zip(history.val_step, history.val_loss) if not math.isnan(loss)]
+    hit = next((point for point in curve if args.target_loss is not None and point[2] <= args.target_loss), None)
     result = {
         "benchmark": "char_gpt",
         "shape": args.shape,
+        "optimizer": args.optimizer,
         "world_size": ranks.world_size,
         "precision": amp.name,
         "seconds": round(train_seconds, 2),
@@ -165,10 +260,21 @@ def main(ranks: Ranks | None = None) -> None:
         "parameters": model.num_parameters(),
         "kv_cache_bytes_per_token": kv_bytes_per_token,
         "config": asdict(config),
-        "optim": {k: shape[k] for k in ("batch_size", "lr", "warmup")},
+        "optim": {**{k: shape[k] for k in ("batch_size", "lr", "warmup")}, **optim},
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
+        "loadavg_start": loadavg_start,
+        "loadavg_end": load_average(),
+        "commit": commit,
+        "commit_dirty": dirty,  # shared/ or benchmarks/ had changes not in that commit
+        "seed": args.seed,
     }
+    if eval_every:
+        result.update(target_loss=args.target_loss, eval_every=eval_every,
+                      target_step=hit[0] if hit else None, target_seconds=hit[1] if hit else None,
+                      target_val_loss=hit[2] if hit else None, evaluations=watch.count,
+                      screen_margin=args.screen_margin, evaluations_skipped=watch.skipped,
+                      eval_seconds_during_training=round(watch.seconds, 2), val_curve=curve)
     print(json.dumps(result))
 
 

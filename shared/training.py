@@ -1,4 +1,4 @@
-"""Training: loss, AdamW parameter groups, learning-rate schedules and one loop with tqdm and history.
+"""Training: loss, optimizers (AdamW; Muon with AdamW), learning-rate schedules and one loop with tqdm and history.
 
 The loop asks `batch_fn(step)` for each batch, so data can be made on the fly and a resumed run sees
 exactly the batches the uninterrupted run would have seen.
@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 from tqdm.notebook import tqdm_notebook
 
-from .checkpoint import rng_state
+from .checkpoint import rng_state, unwrap
 from .distributed import (
     Precision,
     all_gather_object,
@@ -31,6 +31,7 @@ from .history import History
 from .runtime import eval_mode
 from .validation import (
     check_betas,
+    check_choice,
     check_finite,
     check_finite_loss,
     check_float_tensor,
@@ -95,19 +96,133 @@ def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.1, betas=(0.
     check_finite("lr", lr, 0.0, " (the peak learning rate)")
     check_finite("weight_decay", weight_decay, 0.0, " (AdamW's decoupled weight decay; 0: none)")
     betas = check_betas("betas", betas)
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(_adamw_groups(model, params, weight_decay), lr=lr, betas=betas)
+
+
+def _adamw_groups(model: nn.Module, params: list[Tensor], weight_decay: float) -> list[dict]:
+    """`params` in two groups: Linear weights decayed; biases, norms and embeddings (a tied head too) not."""
     decay_ids = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     decay_ids -= {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # tied weights stay undecayed
-    params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
+    return [
         {"params": [p for p in params if id(p) in decay_ids], "weight_decay": weight_decay},
         {"params": [p for p in params if id(p) not in decay_ids], "weight_decay": 0.0},
     ]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas)
+
+
+class MuonWithAdamW:
+    """Two optimizers stepped as one: Muon for the hidden matrices, AdamW for the rest (see make_muon).
+
+    It offers what train(), fp16's GradScaler and the checkpoints use of an optimizer:
+    - `param_groups`: Muon's groups, then AdamW's. train() sets each group's lr from its own base_lr, so
+      both follow the schedule (history.lr logs the first group's: Muon's). GradScaler unscales every
+      gradient through this list and checks them all for inf/NaN: it steps both optimizers or neither,
+      with one scaler.update(), so Precision.step needs nothing new.
+    - `zero_grad()` and `step()`: both optimizers.
+    - `state_dict()` / `load_state_dict()`: both states, as {"muon": ..., "adamw": ...}.
+    """
+
+    def __init__(self, muon: torch.optim.Muon, adamw: torch.optim.AdamW) -> None:
+        self.muon = check_instance("muon", muon, torch.optim.Muon)
+        self.adamw = check_instance("adamw", adamw, torch.optim.AdamW)
+        stepped_by_both = {id(p) for g in muon.param_groups for p in g["params"]} & {
+            id(p) for g in adamw.param_groups for p in g["params"]}
+        if stepped_by_both:  # a tied weight listed twice would be stepped twice (and unscaled twice in fp16)
+            raise ValueError(f"{len(stepped_by_both)} parameter(s) are in both optimizers; each belongs in one")
+
+    def __repr__(self) -> str:
+        count = lambda opt: sum(len(g["params"]) for g in opt.param_groups)  # noqa: E731
+        return f"MuonWithAdamW(Muon: {count(self.muon)} matrices, AdamW: {count(self.adamw)} tensors)"
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return self.muon.param_groups + self.adamw.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none)
+        self.adamw.zero_grad(set_to_none)
+
+    def step(self, closure=None) -> None:
+        if closure is not None:  # it would run the forward and backward pass once per optimizer
+            raise ValueError("MuonWithAdamW.step takes no closure")
+        self.muon.step()
+        self.adamw.step()
+
+    def state_dict(self) -> dict:
+        return {"muon": self.muon.state_dict(), "adamw": self.adamw.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict) or set(state) != {"muon", "adamw"}:
+            keys = sorted(state) if isinstance(state, dict) else describe(state)
+            raise ValueError(f"expected a MuonWithAdamW state_dict {{'muon': ..., 'adamw': ...}}, got keys {keys}: "
+                             "was it saved from another optimizer (e.g. make_adamw's)?")
+        self.muon.load_state_dict(state["muon"])
+        self.adamw.load_state_dict(state["adamw"])
+
+
+def make_muon(
+    model: nn.Module,
+    lr: float,
+    adamw_lr: float | None = None,
+    weight_decay: float = 0.1,
+    betas=(0.9, 0.95),
+    momentum: float = 0.95,
+    adjust_lr_fn: str = "match_rms_adamw",
+) -> MuonWithAdamW:
+    """torch.optim.Muon for the 2-D weights inside `model.blocks`, AdamW for every other parameter.
+
+    Where each parameter goes (shared.gpt.GPT):
+    - Muon (Jordan et al. 2024): each 2-D weight inside the blocks, i.e. the attention projections
+      (w_q, w_k, w_v or the fused w_qkv, and w_o) and the feed-forward linears (linear1, gate, linear2),
+      decayed by `weight_decay`.
+    - AdamW (at `adamw_lr`; None: `lr`) with make_adamw's grouping: the token embedding and the LM head,
+      which GPT ties to it (one tensor, so AdamW steps it once, undecayed), a learned position table, the
+      norms' gains and any biases. A DDP-wrapped model is split as the model inside it.
+
+    Why: Muon replaces each matrix's momentum update by the nearest semi-orthogonal matrix (U Vᵀ from the
+    update's SVD U S Vᵀ, approximated by 5 Newton-Schulz iterations), so that no few directions dominate
+    the step. That needs a matrix, so vectors (gains, biases) stay on AdamW. The embedding and the head
+    are matrices too, but Jordan et al. found that transformers train best with AdamW on both. For the
+    embedding this follows from the modular norm theory (Large et al. 2024): its input is a one-hot token,
+    so the theory measures it by the size of each token's vector (a row), not by its singular values. For
+    the head, their write-up says, it does not follow from the theory: it is what worked in practice.
+
+    adjust_lr_fn scales Muon's lr per matrix of shape (A, B), as torch.optim.Muon documents:
+    - "match_rms_adamw" (the default; Liu et al. 2025, "Muon is Scalable for LLM Training"): lr * 0.2 *
+      sqrt(max(A, B)). An orthogonalised update has RMS about sqrt(1 / max(A, B)); this scaling gives it
+      an RMS of 0.2, about that of AdamW's updates, so AdamW's learning rate and weight decay carry over.
+    - "original" (Jordan et al.): lr * sqrt(max(1, A / B)), which wants a larger lr (0.02 in their code).
+    Muon decays a matrix by lr * weight_decay (the unscaled lr) per step, as AdamW does; `momentum` is
+    its Nesterov momentum. Returns one MuonWithAdamW, which train() and the checkpoints use as one optimizer.
+    """
+    check_finite("lr", lr, 0.0, " (Muon's peak learning rate)")
+    adamw_lr = lr if adamw_lr is None else check_finite("adamw_lr", adamw_lr, 0.0, " (AdamW's peak learning rate)")
+    check_finite("weight_decay", weight_decay, 0.0, " (decoupled weight decay of the matrices; 0: none)")
+    betas = check_betas("betas", betas)
+    if not 0.0 <= check_finite("momentum", momentum, 0.0, " (Muon's momentum, e.g. 0.95)") < 1.0:
+        raise ValueError(f"momentum must be in [0, 1) (Muon's momentum, e.g. 0.95), got {momentum!r}")
+    check_choice("adjust_lr_fn", adjust_lr_fn, ("match_rms_adamw", "original"))
+    model = unwrap(model)
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.Module):
+        raise TypeError(f"make_muon needs a model with its hidden layers in .blocks (as shared.gpt.GPT), "
+                        f"got a {type(model).__name__}")
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}  # a tied head too
+    hidden = {id(p) for p in blocks.parameters() if p.ndim == 2 and id(p) not in embeddings}
+    params = [p for p in model.parameters() if p.requires_grad]  # a tied weight comes once
+    matrices = [p for p in params if id(p) in hidden]
+    if not matrices:
+        raise ValueError("make_muon found no 2-D weights in model.blocks for Muon")
+    muon = torch.optim.Muon(matrices, lr=lr, weight_decay=weight_decay, momentum=momentum,
+                            adjust_lr_fn=adjust_lr_fn)
+    others = [p for p in params if id(p) not in hidden]
+    adamw = torch.optim.AdamW(_adamw_groups(model, others, weight_decay), lr=adamw_lr, betas=betas)
+    return MuonWithAdamW(muon, adamw)
 
 
 def train(
     model: nn.Module,
-    optimizer: torch.optim.Optimizer,
+    optimizer: torch.optim.Optimizer | MuonWithAdamW,
     batch_fn: Callable[[int], Any],
     loss_fn: Callable[[nn.Module, Any], tuple[Tensor, int]],
     *,

@@ -162,14 +162,42 @@ def test_a_resumed_run_is_bit_identical_to_the_uninterrupted_one(tmp_path):
     assert history.loss == full_history.loss
 
 
+def recorded_run(model, **kwargs):
+    """run() that also returns the gradients each optimizer step received (a list per step)."""
+    optimizer, grads = make_muon(unwrap(model), lr=LR), []
+    step = optimizer.step
+
+    def recording_step():
+        grads.append([p.grad.clone() for group in optimizer.param_groups for p in group["params"]])
+        step()
+
+    optimizer.step = recording_step
+    run(model, optimizer=optimizer, **kwargs)
+    return optimizer, grads
+
+
+def assert_same_training(state: dict, expected: dict) -> None:
+    """Weights equal up to float rounding: within 2e-5 for AdamW's tensors, 5e-4 for Muon's matrices.
+
+    Muon orthogonalises in bfloat16 (an 8-bit mantissa): gradients that agree to 1e-7 can round to other
+    bfloat16 values, and Newton-Schulz carries that into the update (~1e-4 here; training moves them ~5e-3).
+    """
+    muon = {n for n, p in tiny_model().named_parameters() if n.startswith("blocks.") and p.ndim == 2}
+    for name in expected:
+        assert (state[name] - expected[name]).abs().max().item() < (5e-4 if name in muon else 2e-5), name
+
+
 def test_two_micro_batches_equal_one_batch():
     whole, accumulated, half = tiny_model(), tiny_model(), tiny_model()
-    run(whole)
-    run(accumulated, micro_batches=2)
+    _, whole_grads = recorded_run(whole)
+    _, accumulated_grads = recorded_run(accumulated, micro_batches=2)
     run(half, batch_fn=lambda step: shard(global_batches()(step), 0, 2))  # half of each batch: elsewhere
+    # the first step starts from the same weights: its summed gradients are the whole batch's
+    for a, b in zip(accumulated_grads[0], whole_grads[0]):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert_same_training(accumulated.state_dict(), whole.state_dict())
     assert max_diff(whole.state_dict(), tiny_model().state_dict()) > 1e-2  # training moved the weights
-    assert max_diff(accumulated.state_dict(), whole.state_dict()) < 2e-5
-    assert max_diff(half.state_dict(), whole.state_dict()) > 1e-3
+    assert max_diff(half.state_dict(), whole.state_dict()) > 2e-3  # well beyond both tolerances
 
 
 # --- fp16: one GradScaler for both optimizers ---
@@ -194,8 +222,8 @@ def test_fp16_unscales_both_optimizers_gradients_once():
     assert fp16_muon.keys() == fp32_muon.keys() and len(fp16_muon) == 12
     assert fp16_adamw.keys() == fp32_adamw.keys() and len(fp16_adamw) == len(optimizer.adamw.state) > 0
     for fp16, fp32 in ((fp16_muon, fp32_muon), (fp16_adamw, fp32_adamw)):
-        for key in fp32:  # fp16's matmuls differ by ~1e-3; a gradient left scaled would be 65536x larger
-            assert torch.allclose(fp16[key], fp32[key], rtol=0.05, atol=0.02 * fp32[key].abs().max().item())
+        for key in fp32:  # fp16's matmuls differ by ~5e-4; a gradient left scaled would be 65536x larger
+            assert (fp16[key] - fp32[key]).norm() <= 0.01 * fp32[key].norm() + 1e-6  # + 1e-6: w_k.bias's is 0
 
 
 def test_fp16_overflow_skips_both_optimizers():
@@ -230,7 +258,7 @@ def test_two_ddp_ranks_with_half_batches_equal_one_process_with_the_whole_batch(
     history, _ = run(whole)
     assert ddp[0]["world_size"] == 2
     assert max_diff(ddp[0]["state"], ddp[1]["state"]) == 0.0  # the same averaged gradients: identical replicas
-    assert max_diff(ddp[0]["state"], whole.state_dict()) < 2e-5
+    assert_same_training(ddp[0]["state"], whole.state_dict())
     assert ddp[0]["loss"] == pytest.approx(history.loss, rel=1e-5)  # the logged loss covers both ranks
 
 
