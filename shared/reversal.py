@@ -120,6 +120,9 @@ def _check_sample_kind(samples: Sequence[tuple], arch: str) -> None:
             got = f"has {len(sample)} items" if isinstance(sample, (tuple, list)) else f"is a {type(sample).__name__}"
             raise ValueError(f"samples[{i}] {got}, but arch={arch!r} takes {kind}; "
                              f"{_SAMPLE_KINDS[other][1]} are samples of arch={other!r}")
+        if not all(isinstance(part, (tuple, list)) for part in sample) or len(sample[-1]) != len(sample[-2]):
+            raise ValueError(f"samples[{i}] must hold {kind}, the last two of equal length (inputs and their "
+                             f"labels), got {sample!r}")
 
 
 def random_digits(rng: random.Random, min_len: int = MIN_DIGITS, max_len: int = MAX_DIGITS) -> tuple[int, ...]:

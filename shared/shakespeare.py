@@ -151,6 +151,8 @@ def train_val_split(tokens: Tensor, train_frac: float = 0.9) -> tuple[Tensor, Te
 
     Both splits must hold at least one token: a train_frac that leaves either empty raises ValueError.
     """
+    if not is_integer_tensor(tokens) or tokens.dim() != 1:
+        raise ValueError(f"tokens must be a 1-D integer tensor of token ids, got {describe(tokens)}")
     if isinstance(train_frac, bool) or not isinstance(train_frac, (int, float)) or not 0.0 < train_frac < 1.0:
         raise ValueError(f"train_frac must be a number in (0, 1), got {train_frac!r}")
     n_train = int(train_frac * len(tokens))

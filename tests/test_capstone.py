@@ -273,6 +273,9 @@ def test_a_diverged_model_gets_feedback_not_a_traceback(capsys):
     with torch.no_grad():
         gpt.tok_emb.weight.fill_(float("nan"))  # what a run that diverged leaves behind
     rejects(lambda m: check_addition_model(m, problems=PROBLEMS[::8]), gpt, capsys, "NaN or inf", "diverged")
+    for value in (float("inf"), float("-inf")):  # +inf anywhere, or rows with no finite logit
+        rejects(lambda m: check_addition_model(m, problems=PROBLEMS[::8]),
+                lambda tokens, v=value: torch.full((*tokens.shape, add.VOCAB_SIZE), v), capsys, "NaN or inf")
 
 
 def test_bad_arguments_are_refused_by_name():

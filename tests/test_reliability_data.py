@@ -175,3 +175,22 @@ def test_greedy_decode_of_a_nan_model_raises():
         model.tok_emb.weight.fill_(math.nan)
     with pytest.raises(ValueError, match="NaN"):
         greedy_decode(model, [[1, 2, 3]])
+
+
+def test_collate_refuses_inputs_and_labels_of_different_lengths_and_non_list_parts():
+    from shared.reversal import collate
+
+    with pytest.raises(ValueError, match=r"samples\[0\]"):
+        collate([([1, 2, 3], [1])], "decoder_only")
+    with pytest.raises(ValueError, match=r"samples\[0\]"):
+        collate([([1], [1, 2], [3])])
+    with pytest.raises(ValueError, match=r"samples\[0\]"):
+        collate([(1, 2, 3)])
+
+
+def test_train_val_split_checks_its_tokens():
+    from shared.shakespeare import train_val_split
+
+    for bad in (torch.zeros(2, 50, dtype=torch.long), torch.tensor(3), torch.zeros(50)):
+        with pytest.raises(ValueError, match="tokens"):
+            train_val_split(bad, 0.5)
