@@ -5,8 +5,9 @@
 Figures (PNG outputs) are re-encoded with a palette of at most 256 colours when that makes them at least 10 %
 smaller: plots use few colours, so they look the same at a third of the size or less, which keeps notebooks under
 ~500 KB. nbval's markers live in cell tags (`nbval-check-output`, `nbval-skip`, ...), out of the learner's view: a
-`# NBVAL_CHECK_OUTPUT`-style comment line in a code cell is moved into the cell's tags. Prompt numbers are set to each code cell's position, as a top-to-bottom run numbers them, so a cell
-added and executed on its own later does not show [3] among [40]s. Run this after executing a notebook:
+`# NBVAL_CHECK_OUTPUT`-style comment line in a code cell is moved into the cell's tags. Prompt numbers are set
+to each code cell's position, as a top-to-bottom run numbers them, so a cell added and executed on its own
+later does not show [3] among [40]s. Run this after executing a notebook:
 
     python ci/clean_notebook.py notebooks/01_scaled_dot_product_attention.ipynb ...
     python ci/clean_notebook.py --check notebooks/*.ipynb   # exit 1 if any notebook is not clean
