@@ -16,7 +16,8 @@ mean over the run; ms_per_step_median is the median of the times between the sta
 --target-loss X evaluates the whole validation split every --eval-every steps (25 by default) until the loss
 first reaches X, and reports the training seconds at that evaluation (target_seconds): the evaluations are
 not on the training clock (train() times only its steps), and the schedule stays the one set for --seconds.
-The line also records the optimizer and its learning rates, the load average before and after, and the commit.
+The line also records the command, the optimizer and its learning rates, the load average before and after, and
+the commit.
 """
 
 from __future__ import annotations
@@ -263,8 +264,9 @@ def main(ranks: Ranks | None = None) -> None:
         "optim": {**{k: shape[k] for k in ("batch_size", "lr", "warmup")}, **optim},
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "loadavg_start": loadavg_start,
-        "loadavg_end": load_average(),
+        "command": " ".join(["python", "benchmarks/char_gpt.py", *sys.argv[1:]]),
+        "load_average_start": loadavg_start,
+        "load_average_end": load_average(),
         "commit": commit,
         "commit_dirty": dirty,  # shared/ or benchmarks/ had changes not in that commit
         "seed": args.seed,
