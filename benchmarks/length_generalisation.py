@@ -6,7 +6,8 @@
 Schemes: see shared.lengthgen.SCHEMES (sinusoidal, learned, rope, alibi, nope, random_sinusoidal,
 random_learned, random_rope, coupled). Test lists: 200 per length (all 10 / 100 lists of lengths 1 / 2),
 distinct, and from length 3 on excluded from training. Prints ONE JSON line with the exact match of
-greedy decoding per length 1-32 and the means over 1-12, 13-16 and 17-24.
+greedy decoding per length 1-32 and the means over 1-12, 13-16 and 17-24, the command, the commit it ran from
+and the load average before and after.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import sys
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from char_gpt import git_commit, load_average  # noqa: E402
 
 from shared.lengthgen import (  # noqa: E402
     RECIPE,
@@ -49,6 +52,7 @@ def main(argv=None) -> dict:
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, help=f"default {RECIPE[name]}")
     parser.add_argument("--lr", type=float, help=f"default {RECIPE['lr']}")
     args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
     recipe = {**RECIPE, **{k: getattr(args, k) for k in RECIPE if getattr(args, k) is not None}}
     if args.seconds <= 0:
         parser.error(f"--seconds must be positive, got {args.seconds}")
@@ -58,6 +62,7 @@ def main(argv=None) -> dict:
         parser.error(str(err))
 
     torch.set_num_threads(args.threads)
+    load_start, (commit, dirty) = load_average(), git_commit()
     started = time.perf_counter()
     test_sets = length_test_sets(TEST_LENGTHS, n=args.n_test)
     budget = args.seconds - (time.perf_counter() - started)  # setup counts against the budget
@@ -82,6 +87,11 @@ def main(argv=None) -> dict:
         "parameters": model.num_parameters(),
         "threads": args.threads,
         **recipe,
+        "command": " ".join(["python", "benchmarks/length_generalisation.py", *arguments]),
+        "commit": commit,
+        "commit_dirty": dirty,  # shared/ or benchmarks/ had changes not in that commit
+        "load_average_start": load_start,
+        "load_average_end": load_average(),
     }
     print(json.dumps(result))
     return result
