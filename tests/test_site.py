@@ -1,0 +1,240 @@
+"""The course website (ci/build_site.py), built once per test session into a temporary folder and read in a real
+browser: the home page, a notebook page per edition (figures, widgets' static figures, rendered maths, folded
+self-check answers), search in English and in Chinese, the language switch, and a crawl for broken local links.
+
+Needs the site's packages (pip install -r ci/requirements-site.txt) and, for the tests that open pages, Chromium and
+Playwright (see tests/test_browser.py); skipped with a reason where they are missing. The browser may fetch nothing
+but the local server: a page that needed the network would fail here.
+"""
+
+from __future__ import annotations
+
+import functools
+import html.parser
+import http.server
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_S
+from tests.test_browser import _missing as _no_browser
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "ci"))
+import site_pages  # noqa: E402  (ci/ is not a package)
+
+SITE_PACKAGES = ("sphinx", "myst_nb", "sphinx_book_theme", "jieba", "sphinx-mathjax-offline")
+NOTEBOOK = "notebooks/08_char_gpt.html"  # figures, maths and self-check answers
+ARTICLE = "article.bd-article"
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """Both editions, built with --strict (any Sphinx warning, e.g. a link to nothing, fails the build)."""
+    missing = [name for name in SITE_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"the site's packages are not installed ({', '.join(missing)}): "
+                    "pip install -r ci/requirements-site.txt")
+    out = tmp_path_factory.mktemp("site") / "site"
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, str(REPO / "ci" / "build_site.py"), "--out", str(out), "--strict"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"the site build failed:\n{run.stdout}\n{run.stderr}"
+    print(f"site built in {time.monotonic() - start:.0f} s")
+    return out
+
+
+@pytest.fixture(scope="session")
+def server(site):
+    """The built site over HTTP on 127.0.0.1 (a free port), as GitHub Pages would serve it."""
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # no line per request in the test output
+        pass
+
+
+@pytest.fixture(scope="session")
+def browser():
+    reason = _no_browser()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A page that may load only from the local server; `page.outside` lists anything else it asked for."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    outside = []
+
+    def only_local(route):
+        if route.request.url.startswith(server) or route.request.url.startswith("data:"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_local)
+    page = context.new_page()
+    page.set_default_timeout(PAGE_S * 1000)
+    page.outside = outside
+    yield page
+    context.close()
+    assert not outside, f"pages asked for the network: {outside}"
+
+
+def _stored_figures(notebook: Path) -> int:
+    """How many figures the notebook stores, widgets' static figures included."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return sum("image/png" in out.get("data", {}) for cell in cells for out in cell.get("outputs", []))
+
+
+@pytest.mark.browser
+def test_home_page_has_the_notebook_table_and_the_set_up_commands(page, server):
+    page.goto(server)
+    assert "Transformers from scratch" in page.title()
+    table = page.locator(f"{ARTICLE} table").first.locator("a")
+    hrefs = table.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    names = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert hrefs == [f"notebooks/{name}.html" for name in names]  # twelve pages, in order, not .ipynb files
+    code = page.locator(f"{ARTICLE} pre").all_inner_texts()
+    assert any("pip install -r requirements.txt" in text and "pytest" in text for text in code), code
+    sidebar = page.locator(".bd-sidenav a.reference").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert [h for h in sidebar if re.fullmatch(r"notebooks/\d\d_\w+\.html", h)] == hrefs
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_notebook_page_shows_its_figures_maths_and_folded_answers(page, server, edition):
+    prefix = "" if edition == "en" else "zh/"
+    source = REPO / "notebooks" / ("" if edition == "en" else "zh") / "08_char_gpt.ipynb"
+    page.goto(server + prefix + NOTEBOOK)
+    page.wait_for_selector(f"{ARTICLE} mjx-container")  # MathJax, from the site's own copy, has typeset
+    page.wait_for_function("() => !document.querySelector('mjx-container:not([jax])') && "
+                           "[...document.images].every(img => img.complete)")
+    figures = page.locator(f"{ARTICLE} .cell_output img")
+    widths = figures.evaluate_all("imgs => imgs.map(img => img.naturalWidth)")
+    assert len(widths) == _stored_figures(source) and all(widths), widths  # every stored figure, decoded
+    prose = page.evaluate(f"""() => {{ const article = document.querySelector('{ARTICLE}').cloneNode(true);
+        article.querySelectorAll('pre, code, mjx-container, script').forEach(e => e.remove());
+        return article.textContent; }}""")
+    assert "$$" not in prose and not re.search(r"\$[^$\s][^$]*\\[a-z]+", prose), "maths left as raw TeX"
+    answers = page.locator(f"{ARTICLE} details")
+    assert answers.count() >= 4 and not any(answers.evaluate_all("ds => ds.map(d => d.open)"))
+    if edition == "zh":
+        assert re.search(r"[\u4e00-\u9fff]", page.locator(f"{ARTICLE} h1").first.inner_text())
+
+
+@pytest.mark.browser
+def test_widget_shows_its_static_figure(page, server):
+    """Notebook 01's softmax explorer is a widget in JupyterLab; the site shows the figure stored beside it."""
+    page.goto(server + "notebooks/01_scaled_dot_product_attention.html")
+    text = page.locator(f"{ARTICLE} .cell_output").all_inner_texts()
+    assert not any("softmax scaling explorer (interactive" in t for t in text)  # the image, not its text fallback
+    widths = page.locator(f"{ARTICLE} .cell_output img").evaluate_all("imgs => imgs.map(img => img.naturalWidth)")
+    assert len(widths) == _stored_figures(REPO / "notebooks" / "01_scaled_dot_product_attention.ipynb")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("edition", "query"), [("en", "attention"), ("zh", "注意力"), ("zh", "位置编码")])
+def test_search_finds_the_notebooks(page, server, edition, query):
+    prefix = "" if edition == "en" else "zh/"
+    page.goto(server + prefix + "search.html?q=" + urllib.parse.quote(query))
+    page.wait_for_function("() => /\\d/.test(document.querySelector('#search-results .search-summary')"
+                           "?.textContent || '')")  # "found N pages"
+    found = page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    expected = {"attention": ["01_scaled_dot_product_attention", "02_multi_head_attention"],
+                "注意力": ["01_scaled_dot_product_attention", "02_multi_head_attention"],
+                "位置编码": ["04_positional_encoding"]}[query]
+    for name in expected:
+        assert f"notebooks/{name}.html" in found, found
+
+
+@pytest.mark.browser
+def test_language_switch_lands_on_the_same_page(page, server):
+    page.goto(server + "notebooks/05_transformer_block.html")
+    page.click(".course-lang-switch")
+    page.wait_for_url(server + "zh/notebooks/05_transformer_block.html")
+    assert re.search(r"[\u4e00-\u9fff]", page.locator(f"{ARTICLE} h1").first.inner_text())
+    page.goto(server + "zh/notebooks/solutions/03_solutions.html")
+    page.click(".course-lang-switch")
+    page.wait_for_url(server + "notebooks/solutions/03_solutions.html")
+
+
+class _Links(html.parser.HTMLParser):
+    """The ids of one HTML page, and its links: (tag, attribute value)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.ids.update(filter(None, [attrs.get("id"), attrs.get("name") if tag == "a" else None]))
+        for key in ("href", "src"):
+            if attrs.get(key) and tag in ("a", "img", "link", "script"):
+                self.links.append((tag, attrs[key]))
+
+
+@pytest.mark.browser
+def test_no_broken_local_link_and_nothing_from_the_network(site):
+    pages = {}
+    for path in site.rglob("*.html"):
+        if "_static" not in path.relative_to(site).parts:  # the theme's Jinja templates are copied there too
+            pages[path.resolve()] = parser = _Links()
+            parser.feed(path.read_text(encoding="utf-8"))
+    broken, remote, files = [], [], []
+    for path, parser in pages.items():
+        here = path.relative_to(site.resolve())
+        for tag, link in parser.links:
+            url = urllib.parse.urlsplit(link)
+            if url.scheme or link.startswith("//"):
+                if tag != "a":
+                    remote.append(f"{here}: {link}")  # a script, style sheet or image from elsewhere
+                continue
+            target = (path.parent / urllib.parse.unquote(url.path)).resolve() if url.path else path
+            target = target / "index.html" if target.is_dir() else target
+            if not target.exists() or (url.fragment and target in pages and url.fragment not in pages[target].ids):
+                broken.append(f"{here}: {link}")
+            elif tag == "a" and target.suffix in (".ipynb", ".md") and "_sources" not in target.parts:
+                files.append(f"{here}: {link}")  # a course file where its page was meant
+    assert len(pages) > 60 and not broken and not remote and not files, (broken[:20], remote[:20], files[:20])
+    for edition in ("", "zh/"):
+        assert len(list((site / edition / "notebooks").glob("[0-9][0-9]_*.html"))) == 12
+
+
+def test_links_point_at_pages_and_the_badge_is_text():
+    """Without Sphinx: how ci/site_pages.py rewrites a page's links, for a course with a public repository."""
+    url = "https://github.com/someone/course"
+    links = site_pages.Links("zh", "notebooks/03_masks", "notebooks/zh/03_masks.ipynb", url, "main")
+    assert links.markdown("[r](../references.md#vaswani2017) [n](02_multi_head_attention.ipynb)") == \
+        "[r](references.md#vaswani2017) [n](02_multi_head_attention.ipynb)"
+    assert links.markdown("[en](../03_masks.ipynb)") == '<a href="../../notebooks/03_masks.html">en</a>'
+    assert links.markdown("[s](../../shared) `[c](x.md)`") == f"[s]({url}/tree/main/shared) `[c](x.md)`"
+    badge = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.example/nb)"
+    assert links.markdown(badge) == "[Open In Colab](https://colab.example/nb)"
+    assert links.markdown('- <a id="su2021"></a>**Su et al.**') == "- (su2021)=\n  **Su et al.**"
+    unpublished = site_pages.Links("en", "index", "README.md", None, "main")
+    assert unpublished.markdown("[`shared/`](shared)") == "`shared/`"
+
