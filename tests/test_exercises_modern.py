@@ -60,3 +60,78 @@ def test_repeat_kv(capsys):
     rejects(ex.check_repeat_kv, lambda x, n: x.repeat(1, n, 1, 1), capsys, "repeat_interleave")
     rejects(ex.check_repeat_kv, lambda x, n: x.repeat_interleave(n, dim=2), capsys, "not the time axis")
     rejects(ex.check_repeat_kv, lambda x, n: x.repeat_interleave(n, dim=0), capsys, "not the batch axis")
+
+
+def _newton_schulz(G, steps, coefficients, eps, normalise=True, transpose_back=True, batched_T=False):
+    """A learner-style answer, written independently of the checker's reference, with switches for mistakes."""
+    a, b, c = coefficients
+    X = G / G.flatten(-2).norm(dim=-1)[..., None, None].clamp(min=eps) if normalise else G
+    tall = G.shape[-2] > G.shape[-1]
+    if tall:
+        X = X.T if batched_T else X.transpose(-2, -1)
+    for _ in range(steps):
+        A = X @ X.transpose(-2, -1)
+        B = b * A + c * A @ A
+        X = a * X + B @ X
+    if tall and transpose_back:
+        X = X.T if batched_T else X.transpose(-2, -1)
+    return X
+
+
+def test_newton_schulz_accepts_right_answers(capsys):
+    accepts(ex.check_newton_schulz, _newton_schulz, capsys)
+
+    def without_transpose(G, steps, coefficients, eps):  # X^T X on the right: the same polynomial, a bigger Gram
+        a, b, c = coefficients
+        X = G / torch.linalg.matrix_norm(G, keepdim=True).clamp(min=eps)
+        for _ in range(steps):
+            A = X.mT @ X
+            X = a * X + X @ (b * A + c * A @ A)
+        return X
+
+    accepts(ex.check_newton_schulz, without_transpose, capsys)
+
+
+def test_newton_schulz_reference_is_what_torch_muon_computes():
+    """One torch.optim.Muon step with no momentum, decay or lr scaling moves a wide matrix by exactly NS(grad)."""
+    from shared.exercises.modern import MUON_COEFFICIENTS, _reference_newton_schulz
+
+    torch.manual_seed(0)
+    weight = torch.nn.Parameter(torch.randn(8, 16))
+    weight.grad = torch.randn(8, 16)
+    before = weight.detach().clone()
+    torch.optim.Muon([weight], lr=1.0, momentum=0.0, nesterov=False, weight_decay=0.0, adjust_lr_fn="original").step()
+    update = before - weight.detach()
+    ours = _reference_newton_schulz(weight.grad, 5, MUON_COEFFICIENTS, 1e-7)
+    assert (update - ours).abs().max() < 0.05  # torch iterates in bfloat16: about 3 significant digits
+    u, s, vh = torch.linalg.svd(weight.grad, full_matrices=False)
+    singular = torch.linalg.svdvals(ours)
+    assert singular.min() > 0.5 and singular.max() < 1.3  # near 1 everywhere, not exactly U V^T
+    assert (ours - u @ vh).abs().max() < 0.5
+
+
+@pytest.mark.parametrize("mistake, words", [
+    (lambda G, s, k, e: _newton_schulz(G, s, k, e, normalise=False), "divide each matrix by its norm"),
+    (lambda G, s, k, e: _newton_schulz(G / G.norm(), s, k, e, normalise=False), "its OWN norm"),
+    (lambda G, s, k, e: _newton_schulz(G, s, (3.4445, -4.7750, 2.0315), e), "not Muon's fixed"),
+    (lambda G, s, k, e: _newton_schulz(G, s, k[::-1], e), "in the order (a, b, c)"),
+    (lambda G, s, k, e: _newton_schulz(G, 5, k, e), "not a fixed 5"),
+    (lambda G, s, k, e: _newton_schulz(G, s, k, e, transpose_back=False), "transpose the result back"),
+    (lambda G, s, k, e: _newton_schulz(G, s, k, e, batched_T=True), "reverses every axis"),
+])
+def test_newton_schulz_names_the_mistake(mistake, words, capsys):
+    rejects(ex.check_newton_schulz, mistake, capsys, words)
+
+
+def test_newton_schulz_gram_on_the_wrong_side(capsys):
+    def wrong_side(G, steps, coefficients, eps):
+        a, b, c = coefficients
+        X = G / torch.linalg.matrix_norm(G, keepdim=True)
+        tall = G.shape[-2] > G.shape[-1]
+        X = X.mT if tall else X
+        for _ in range(steps):
+            A = X.mT @ X if X.shape[-2] == X.shape[-1] else X @ X.mT
+            X = a * X + (b * A + c * A @ A) @ X
+        return X.mT if tall else X
+
+    rejects(ex.check_newton_schulz, wrong_side, capsys, "multiplied from the LEFT")

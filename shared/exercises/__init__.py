@@ -42,7 +42,7 @@ from .masks_and_positions import (  # 03, 04
     check_padding_mask,
     check_sinusoidal_table,
 )
-from .modern import check_repeat_kv, check_rms_norm, check_swiglu  # 10
+from .modern import check_newton_schulz, check_repeat_kv, check_rms_norm, check_swiglu  # 10
 from .position_schemes import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
 from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets, check_training_step  # 07
 
@@ -56,7 +56,7 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "07": [check_noam_lr, check_clip_global_norm, check_smoothed_targets, check_training_step],
     "08": [check_top_k, check_top_p, check_sample_next_token, check_kv_cache_step, check_gpt],
     "09": [check_rope_one_head, check_alibi_slopes, check_randomized_positions],
-    "10": [check_rms_norm, check_swiglu, check_repeat_kv],
+    "10": [check_rms_norm, check_swiglu, check_repeat_kv, check_newton_schulz],
     "11": [check_shard_for_rank, check_average_gradients],
     "12": [check_addition_model],  # takes a trained model, not a function
 }

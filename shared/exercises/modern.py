@@ -1,4 +1,5 @@
-"""Exercise checkers for notebook 10 (a modern LLM block): RMSNorm, the SwiGLU feed-forward, repeating KV heads.
+"""Exercise checkers for notebook 10 (a modern LLM block): RMSNorm, the SwiGLU feed-forward, repeating KV heads,
+and Muon's Newton-Schulz orthogonalisation.
 
 Import them from `shared.exercises`; see `shared.exercises.feedback` for how a checker reports.
 """
@@ -14,6 +15,78 @@ from .feedback import Checker, exercise, random_tensor
 
 def _reference_rms_norm(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's quintic (a, b, c), from Jordan et al. 2024
+
+
+def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back=True, gram="left"):
+    """Newton-Schulz on every matrix of G (..., m, n), in G's dtype; the keyword arguments make the usual mistakes."""
+    a, b, c = coefficients
+    if normalise == "each":
+        X = G / G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # every singular value <= 1
+    elif normalise == "batch":
+        X = G / G.norm().clamp(min=eps)
+    else:
+        X = G
+    tall = G.shape[-2] > G.shape[-1]
+    if tall:
+        X = X.mT  # (..., n, m): the Gram matrix below is the smaller (n, n) one
+    for _ in range(steps):
+        if gram == "left":
+            A = X @ X.mT  # (..., m, m)
+            X = a * X + (b * A + c * A @ A) @ X
+        else:  # X^T X multiplied from the left: only defined for square matrices, and not the same polynomial
+            A = X.mT @ X
+            X = a * X + (b * A + c * A @ A) @ X
+    return X.mT if tall and back else X
+
+
+@exercise("Newton-Schulz orthogonalisation (Muon)")
+def check_newton_schulz(c: Checker) -> None:
+    """fn(G (..., m, n), steps, coefficients (a, b, c), eps) -> (..., m, n): each matrix normalised by its own
+    norm, then `steps` times X <- a X + (b A + c A^2) X with A = X X^T; a tall matrix is handled transposed."""
+    cases = {
+        "one wide matrix (4, 6), Muon's coefficients": (random_tensor(4, 6, seed=1), 5, MUON_COEFFICIENTS),
+        "one tall matrix (6, 3)": (random_tensor(6, 3, seed=2) * 5, 5, MUON_COEFFICIENTS),
+        "a batch of 3 square (4, 4) matrices of very different sizes":
+            (random_tensor(3, 4, 4, seed=3) * torch.tensor([0.01, 1.0, 100.0])[:, None, None], 5, MUON_COEFFICIENTS),
+        "a batch of 2 tall (5, 2) matrices, the classic cubic (1.5, -0.5, 0), 3 steps":
+            (random_tensor(2, 5, 2, seed=4), 3, (1.5, -0.5, 0.0)),
+    }
+    eps = 1e-7
+    for case, (G, steps, coefficients) in cases.items():
+        expected = _reference_newton_schulz(G, steps, coefficients, eps)
+        variants = [
+            (_reference_newton_schulz(G, steps, coefficients, eps, normalise="none"),
+             "divide each matrix by its norm first (G / G.norm(dim=(-2, -1), keepdim=True)): the iteration only "
+             "works for singular values at most 1, and the Frobenius norm is at least the largest of them."),
+            (_reference_newton_schulz(G, steps, coefficients, eps, normalise="batch"),
+             "normalise each matrix by its OWN norm, G.norm(dim=(-2, -1), keepdim=True), not the whole batch by "
+             "one number: a small matrix next to a large one would stay far below 1 and barely move."),
+            (_reference_newton_schulz(G, steps, (1.5, -0.5, 0.0), eps),
+             "use the `coefficients` you are given (a, b, c): this is the classic cubic (1.5, -0.5, 0)."),
+            (_reference_newton_schulz(G, steps, MUON_COEFFICIENTS, eps),
+             "use the `coefficients` you are given (a, b, c), not Muon's fixed (3.4445, -4.7750, 2.0315)."),
+            (_reference_newton_schulz(G, steps, coefficients[::-1], eps),
+             "the coefficients are in the order (a, b, c): a X + b A X + c A² X."),
+            (_reference_newton_schulz(G, 5, coefficients, eps),
+             "run `steps` iterations, not a fixed 5."),
+        ]
+        if G.shape[-2] == G.shape[-1]:
+            variants.append((_reference_newton_schulz(G, steps, coefficients, eps, gram="right"),
+                             "the Gram matrix is A = X @ X.mT, multiplied from the LEFT: (b A + c A @ A) @ X."))
+        m, n = G.shape[-2:]
+        shape_hints = {}
+        if m > n:
+            shape_hints[(*G.shape[:-2], n, m)] = ("a tall matrix is worked on transposed; transpose the result back "
+                                                   "at the end.")
+        if G.dim() == 3:
+            shape_hints[tuple(reversed(G.shape))] = (".T reverses EVERY dimension of a batch; transpose the last two "
+                                                     "with .mT (or .transpose(-2, -1)).")
+        c.close(c.call(case, G.clone(), steps, coefficients, eps), expected, case, "output", "(same shape as G)",
+                variants=variants, shape_hints=shape_hints, atol=1e-4, rtol=1e-3)
+        c.passed()
 
 
 @exercise("RMSNorm")
