@@ -278,7 +278,9 @@ def test_self_check_details_open_when_the_summary_is_clicked(tmp_path):
     if reason:
         pytest.skip(reason)
     cells = json.loads(SELF_CHECK.read_text(encoding="utf-8"))["cells"]
-    questions = next("".join(c["source"]) for c in cells if "".join(c["source"]).startswith("## Self-check questions"))
+    texts = ["".join(c["source"]) for c in cells]
+    heading = next(i for i, text in enumerate(texts) if text.startswith("## Self-check questions"))
+    questions = next(text for text in texts[heading:] if "<details>" in text)  # the first question's cell
     answer = re.search(r"</summary>\n\n(.+?)\n\n</details>", questions, re.S).group(1)
     pointer = re.search(r"section \d+", answer).group(0)  # plain text, the same in the rendered answer
     root = tmp_path / "notebooks"
