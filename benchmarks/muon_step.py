@@ -162,8 +162,10 @@ def main() -> None:
     started = time.perf_counter()
     results = [measure(t, args.repeats, args.batch_size) for t in args.threads]
     print(json.dumps(dict(benchmark="muon_step", shape="modern", repeats=args.repeats, results=results,
-                          wall_seconds=round(time.perf_counter() - started, 1), loadavg_start=loadavg_start,
-                          loadavg_end=load_average(), commit=commit, commit_dirty=dirty, torch=torch.__version__)))
+                          wall_seconds=round(time.perf_counter() - started, 1), load_average_start=loadavg_start,
+                          load_average_end=load_average(),
+                          command=" ".join(["python", "benchmarks/muon_step.py", *sys.argv[1:]]),
+                          commit=commit, commit_dirty=dirty, torch=torch.__version__)))
 
 
 if __name__ == "__main__":
