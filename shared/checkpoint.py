@@ -247,10 +247,19 @@ def restore_training(state: dict, optimizer: torch.optim.Optimizer) -> History:
     """
     if state["optimizer"] is None or state["history"] is None:
         raise ValueError("checkpoint has no optimizer/history state: it was not saved during training")
+    saved, wants = _optimizer_kind(state["optimizer"]), _optimizer_kind(optimizer.state_dict())
+    if saved != wants:  # torch would fail with a bare KeyError deep inside load_state_dict
+        raise ValueError(f"the checkpoint holds {saved}'s state but `optimizer` is {wants}: build the optimizer "
+                         "the run was saved with (make_muon or make_adamw) and pass that")
     optimizer.load_state_dict(state["optimizer"])
     history = History(**copy.deepcopy(state["history"]))  # older checkpoints: the newer fields take defaults
     set_rng_state(_rng_of_this_rank(state, history.rng_per_rank))
     return history
+
+
+def _optimizer_kind(optimizer_state: dict) -> str:
+    """'MuonWithAdamW' for its {'muon', 'adamw'} state, 'a single torch optimizer' for one with param_groups."""
+    return "MuonWithAdamW" if set(optimizer_state) == {"muon", "adamw"} else "a single torch optimizer"
 
 
 def _rng_of_this_rank(state: dict, per_rank: list | None) -> dict:

@@ -6,6 +6,7 @@ exactly the batches the uninterrupted run would have seen.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -156,8 +157,13 @@ class MuonWithAdamW:
             keys = sorted(state) if isinstance(state, dict) else describe(state)
             raise ValueError(f"expected a MuonWithAdamW state_dict {{'muon': ..., 'adamw': ...}}, got keys {keys}: "
                              "was it saved from another optimizer (e.g. make_adamw's)?")
+        muon_before = copy.deepcopy(self.muon.state_dict())
         self.muon.load_state_dict(state["muon"])
-        self.adamw.load_state_dict(state["adamw"])
+        try:
+            self.adamw.load_state_dict(state["adamw"])
+        except Exception:  # all or nothing: leave Muon as it was, not half loaded
+            self.muon.load_state_dict(muon_before)
+            raise
 
 
 def make_muon(

@@ -67,14 +67,16 @@ def _newton_schulz(G, steps, coefficients, eps, normalise=True, transpose_back=T
     a, b, c = coefficients
     X = G / G.flatten(-2).norm(dim=-1)[..., None, None].clamp(min=eps) if normalise else G
     tall = G.shape[-2] > G.shape[-1]
+    swap = {False: lambda t: t.transpose(-2, -1), True: lambda t: t.T,  # "permute": what .T does, with no warning
+            "permute": lambda t: t.permute(*reversed(range(t.dim())))}[batched_T]
     if tall:
-        X = X.T if batched_T else X.transpose(-2, -1)
+        X = swap(X)
     for _ in range(steps):
         A = X @ X.transpose(-2, -1)
         B = b * A + c * A @ A
         X = a * X + B @ X
     if tall and transpose_back:
-        X = X.T if batched_T else X.transpose(-2, -1)
+        X = swap(X)
     return X
 
 
@@ -118,6 +120,10 @@ def test_newton_schulz_reference_is_what_torch_muon_computes():
     (lambda G, s, k, e: _newton_schulz(G, 5, k, e), "not a fixed 5"),
     (lambda G, s, k, e: _newton_schulz(G, s, k, e, transpose_back=False), "transpose the result back"),
     (lambda G, s, k, e: _newton_schulz(G, s, k, e, batched_T=True), "reverses every axis"),
+    (lambda G, s, k, e: _newton_schulz(G, s, k, 0.0), "0 / 0 is NaN"),  # eps ignored: the zero matrix
+    (lambda G, s, k, e: _newton_schulz(G.bfloat16(), s, k, e), "iterates in bfloat16"),
+    (lambda G, s, k, e: torch.full_like(G, float("nan")), "the iteration blew up"),  # not a variant's hint
+    (lambda G, s, k, e: _newton_schulz(G, s, k, e, batched_T="permute"), "with .mT"),  # .T, without its warning
 ])
 def test_newton_schulz_names_the_mistake(mistake, words, capsys):
     rejects(ex.check_newton_schulz, mistake, capsys, words)

@@ -160,6 +160,36 @@ def test_a_resumed_run_is_bit_identical_to_the_uninterrupted_one(tmp_path):
     history, _ = run(resumed, optimizer=resumed_optimizer, history=restore_training(state, resumed_optimizer))
     assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), full.state_dict().values()))
     assert history.loss == full_history.loss
+    with pytest.raises(ValueError, match="MuonWithAdamW's state but `optimizer` is a single torch optimizer"):
+        restore_training(state, torch.optim.AdamW(resumed.parameters()))
+    adamw_run = tiny_model()
+    adamw_state = {"optimizer": torch.optim.AdamW(adamw_run.parameters()).state_dict(), "history": {}}
+    with pytest.raises(ValueError, match="a single torch optimizer's state but `optimizer` is MuonWithAdamW"):
+        restore_training(adamw_state, make_muon(adamw_run, lr=LR))
+
+
+def test_a_failed_load_leaves_both_optimizers_as_they_were():
+    model = tiny_model()
+    history, optimizer = run(model, max_steps=3)
+    before = optimizer.state_dict()
+    muon_buffers = {id(p): optimizer.muon.state[p]["momentum_buffer"].clone() for p in optimizer.muon.state}
+    other = make_muon(tiny_model(), lr=LR)
+    bad = {"muon": other.muon.state_dict(), "adamw": {"state": {}, "param_groups": []}}  # AdamW's half refused
+    with pytest.raises(ValueError):
+        optimizer.load_state_dict(bad)
+    assert len(optimizer.muon.state) == len(before["muon"]["state"]) == 12  # not emptied by the fresh Muon's state
+    assert all(torch.equal(optimizer.muon.state[p]["momentum_buffer"], muon_buffers[id(p)])
+               for p in optimizer.muon.state)
+
+
+def test_the_optimizer_settings_reach_both_optimizers():
+    model = tiny_model()
+    optimizer = make_muon(model, lr=0.01, adamw_lr=2e-3, weight_decay=0.05, betas=(0.8, 0.9), momentum=0.9,
+                          adjust_lr_fn="original")
+    muon_group = optimizer.muon.param_groups[0]
+    assert (muon_group["momentum"], muon_group["weight_decay"], muon_group["adjust_lr_fn"]) == (0.9, 0.05, "original")
+    assert all(g["betas"] == (0.8, 0.9) and g["lr"] == 2e-3 for g in optimizer.adamw.param_groups)
+    assert sorted(g["weight_decay"] for g in optimizer.adamw.param_groups) == [0.0, 0.05]  # norms and biases: none
 
 
 def recorded_run(model, **kwargs):

@@ -249,8 +249,10 @@ class Checker:
         return got
 
     def close(self, got, expected: Tensor, case: str, name: str = "output", meaning: str = "",
-              variants: tuple = (), shape_hints: dict | None = None, atol: float = 1e-5, rtol: float = 1e-4) -> None:
-        """Check shape, dtype and values; `variants` is a list of (wrong_answer_tensor, hint) to diagnose a miss."""
+              variants: tuple = (), shape_hints: dict | None = None, atol: float = 1e-5, rtol: float = 1e-4,
+              nan_hint: str = "") -> None:
+        """Check shape, dtype and values; `variants` is a list of (wrong_answer_tensor, hint) to diagnose a miss,
+        `nan_hint` what to say of a NaN that no variant explains."""
         got = self.shape(got, expected, case, name, meaning, shape_hints)
         if expected.dtype == torch.bool and got.dtype != torch.bool:
             self.fail(case, f"{name} has dtype {got.dtype}, expected torch.bool.",
@@ -259,8 +261,8 @@ class Checker:
         if torch.isnan(got_f).any() and not torch.isnan(exp_f).any():
             where = _position(torch.isnan(got_f).nonzero()[0])
             self.fail(case, f"{name} contains NaN (first at {where}).", _matching_hint(got_f, variants, atol, rtol)
-                      or "NaN usually comes from a softmax over a row that is all -inf, or from exp() of large "
-                      "numbers.")
+                      or nan_hint or "NaN usually comes from a softmax over a row that is all -inf, or from exp() "
+                      "of large numbers.")
         if torch.allclose(got_f, exp_f, atol=atol, rtol=rtol, equal_nan=True):
             return
         bad = ~torch.isclose(got_f, exp_f, rtol=rtol, atol=atol, equal_nan=True)  # an infinity is close to itself only

@@ -20,8 +20,9 @@ def _reference_rms_norm(x, weight, eps):
 MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's quintic (a, b, c), from Jordan et al. 2024
 
 
-def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back=True, gram="left"):
-    """Newton-Schulz on every matrix of G (..., m, n), in G's dtype; the keyword arguments make the usual mistakes."""
+def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back=True, gram="left", swap="mT"):
+    """Newton-Schulz on every matrix of G (..., m, n), in G's dtype; the keyword arguments make the usual mistakes
+    (swap="all": the transposes reverse every dimension, as `.T` does)."""
     a, b, c = coefficients
     if normalise == "each":
         X = G / G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # every singular value <= 1
@@ -30,8 +31,9 @@ def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back
     else:
         X = G
     tall = G.shape[-2] > G.shape[-1]
+    transpose = (lambda t: t.mT) if swap == "mT" else (lambda t: t.permute(*reversed(range(t.dim()))))
     if tall:
-        X = X.mT  # (..., n, m): the Gram matrix below is the smaller (n, n) one
+        X = transpose(X)  # (..., n, m): the Gram matrix below is the smaller (n, n) one
     for _ in range(steps):
         if gram == "left":
             A = X @ X.mT  # (..., m, m)
@@ -39,22 +41,28 @@ def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back
         else:  # X^T X multiplied from the left: only defined for square matrices, and not the same polynomial
             A = X.mT @ X
             X = a * X + (b * A + c * A @ A) @ X
-    return X.mT if tall and back else X
+    return transpose(X) if tall and back else X
 
 
 @exercise("Newton-Schulz orthogonalisation (Muon)")
 def check_newton_schulz(c: Checker) -> None:
     """fn(G (..., m, n), steps, coefficients (a, b, c), eps) -> (..., m, n): each matrix normalised by its own
-    norm, then `steps` times X <- a X + (b A + c A^2) X with A = X X^T; a tall matrix is handled transposed."""
-    cases = {
-        "one wide matrix (4, 6), Muon's coefficients": (random_tensor(4, 6, seed=1), 5, MUON_COEFFICIENTS),
+    norm (at least eps), then `steps` times X <- a X + (b A + c A^2) X with A = X X^T; a tall matrix is handled
+    transposed."""
+    zero_first = torch.stack([torch.zeros(3, 4), random_tensor(3, 4, seed=5)])
+    cases = {  # the first is small enough that forgetting to normalise stays finite (and is named)
+        "one wide matrix (4, 6) of norm about 0.5, Muon's coefficients":
+            (random_tensor(4, 6, seed=1) / 10, 5, MUON_COEFFICIENTS),
         "one tall matrix (6, 3)": (random_tensor(6, 3, seed=2) * 5, 5, MUON_COEFFICIENTS),
-        "a batch of 3 square (4, 4) matrices of very different sizes":
-            (random_tensor(3, 4, 4, seed=3) * torch.tensor([0.01, 1.0, 100.0])[:, None, None], 5, MUON_COEFFICIENTS),
-        "a batch of 2 tall (5, 2) matrices, the classic cubic (1.5, -0.5, 0), 3 steps":
-            (random_tensor(2, 5, 2, seed=4), 3, (1.5, -0.5, 0.0)),
+        "a batch of 3 square (4, 4) matrices of very different sizes, the classic cubic (1.5, -0.5, 0), 3 steps":
+            (random_tensor(3, 4, 4, seed=3) * torch.tensor([0.01, 1.0, 100.0])[:, None, None], 3, (1.5, -0.5, 0.0)),
+        "a batch of 3 tall (5, 2) matrices, the classic cubic (1.5, -0.5, 0), 3 steps":
+            (random_tensor(3, 5, 2, seed=4), 3, (1.5, -0.5, 0.0)),
+        "a batch of 2 (3, 4) matrices, the first all zeros": (zero_first, 5, MUON_COEFFICIENTS),
     }
     eps = 1e-7
+    dot_t = (".T reverses EVERY dimension of a batch, mixing its matrices; transpose the last two with .mT (or "
+             ".transpose(-2, -1)).")
     for case, (G, steps, coefficients) in cases.items():
         expected = _reference_newton_schulz(G, steps, coefficients, eps)
         variants = [
@@ -76,16 +84,25 @@ def check_newton_schulz(c: Checker) -> None:
         if G.shape[-2] == G.shape[-1]:
             variants.append((_reference_newton_schulz(G, steps, coefficients, eps, gram="right"),
                              "the Gram matrix is A = X @ X.mT, multiplied from the LEFT: (b A + c A @ A) @ X."))
-        m, n = G.shape[-2:]
+        if G.dim() == 3 and G.shape[-2] > G.shape[-1]:
+            variants.append((_reference_newton_schulz(G, steps, coefficients, eps, swap="all"), dot_t))
+        # a variant that blew up to inf/NaN would "match" any answer that did: it explains nothing
+        variants = [(wrong, hint) for wrong, hint in variants if torch.isfinite(wrong).all()]
         shape_hints = {}
-        if m > n:
-            shape_hints[(*G.shape[:-2], n, m)] = ("a tall matrix is worked on transposed; transpose the result back "
-                                                   "at the end.")
-        if G.dim() == 3:
-            shape_hints[tuple(reversed(G.shape))] = (".T reverses EVERY dimension of a batch; transpose the last two "
-                                                     "with .mT (or .transpose(-2, -1)).")
-        c.close(c.call(case, G.clone(), steps, coefficients, eps), expected, case, "output", "(same shape as G)",
-                variants=variants, shape_hints=shape_hints, atol=1e-4, rtol=1e-3)
+        if G.shape[-2] > G.shape[-1]:
+            shape_hints[(*G.shape[:-2], G.shape[-1], G.shape[-2])] = (
+                "a tall matrix is worked on transposed; transpose the result back at the end.")
+        got = c.call(case, G.clone(), steps, coefficients, eps)
+        if isinstance(got, torch.Tensor) and got.dtype != G.dtype:
+            c.fail(case, f"output has dtype {got.dtype}, expected {G.dtype} (G's own).",
+                   "compute in G's dtype: torch.optim.Muon iterates in bfloat16 for speed, but this check compares "
+                   "to 4 digits.")
+        nan_hint = ("a zero matrix has norm 0, and 0 / 0 is NaN: keep the norm at least eps "
+                    "(G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)).") if not G.flatten(1).any(1).all() else (
+                    "NaN or inf here means the iteration blew up: divide each matrix by its own norm first, so that "
+                    "every singular value is at most 1.")
+        c.close(got, expected, case, "output", "(same shape as G)", variants=variants, shape_hints=shape_hints,
+                atol=1e-4, rtol=1e-3, nan_hint=nan_hint)
         c.passed()
 
 
