@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -116,6 +117,11 @@ class TargetWatch:
         self.seconds, self.count = self.seconds + time.perf_counter() - started, self.count + 1
         self.reached = self.target is not None and loss <= self.target
         return loss
+
+
+def command_line(argv: list[str]) -> str:
+    """The command that reproduces this run, quoted so that a shell reads it back as the same arguments."""
+    return shlex.join(["python", "benchmarks/char_gpt.py", *argv])
 
 
 def git_commit() -> tuple[str, bool | None]:
@@ -264,7 +270,7 @@ def main(ranks: Ranks | None = None) -> None:
         "optim": {**{k: shape[k] for k in ("batch_size", "lr", "warmup")}, **optim},
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
-        "command": " ".join(["python", "benchmarks/char_gpt.py", *sys.argv[1:]]),
+        "command": command_line(sys.argv[1:]),
         "load_average_start": loadavg_start,
         "load_average_end": load_average(),
         "commit": commit,
