@@ -14,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CAVEATS = re.compile(
-    r"load average|\bloaded\b|\bload on\b|\bmachine|\bone seed|\bone run\b|\bsingle seed|\bseed\(s\)|\b1 seed"
+    r"load average|\bloaded\b|\bload on\b|\bmachine|\bone seed|\bone run\b|\bsingle seed|\bsingle runs?\b|\bseed\(s\)|\b1 seed"
     r"|fast mode|\bnbval|kernel start|stored run", flags=re.IGNORECASE)
 CI = re.compile(r"\bCI\b")  # case-sensitive: "ci" inside words is not a remark about CI
 DETAILS = re.compile(r"<details>.*?</details>", flags=re.DOTALL)
@@ -39,6 +39,7 @@ def test_the_caveat_counter_sees_remarks_only_outside_folds():
     assert caveats("On a loaded machine, in fast mode, CI took 3 s.") == ["loaded", "machine", "fast mode", "CI"]
     assert caveats("<details><summary>About these numbers</summary>one seed, a loaded machine</details>") == []
     assert caveats("Circles decide; the specific cipher.") == []
+    assert caveats("It ended lower in both single runs.") == ["single runs"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
