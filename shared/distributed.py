@@ -26,6 +26,7 @@ from .checkpoint import unwrap as unwrap  # re-exported: the plain model inside 
 from .runtime import get_device
 from .validation import (
     check_env_int,
+    check_finite_step,
     check_int,
     check_loss_fn_result,
     check_optional_positive_number,
@@ -200,11 +201,13 @@ class Precision:
         """loss.backward(), through the scaler for fp16 (small gradients would underflow to zero)."""
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
-    def step(self, optimizer: torch.optim.Optimizer, grad_clip: float | None) -> Tensor:
+    def step(self, optimizer: torch.optim.Optimizer, grad_clip: float | None, loss: Tensor | None = None,
+             at_step: int | None = None) -> Tensor:
         """Clip the (unscaled) gradients to `grad_clip` and step; returns the 0-d gradient norm before clipping.
 
         grad_clip None measures the norm without clipping. With fp16 the scaler skips a step whose gradients
-        hold inf/NaN and lowers its scale.
+        hold inf/NaN and lowers its scale. Without a scaler, given the step's `loss` and number `at_step`, a
+        non-finite loss or gradient norm raises FloatingPointError before the weights change.
         """
         check_grad_clip(grad_clip)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -212,6 +215,8 @@ class Precision:
             self.scaler.unscale_(optimizer)  # first: clip_grad_norm_ must see the real gradients
         norm = nn.utils.clip_grad_norm_(params, math.inf if grad_clip is None else grad_clip)
         if self.scaler is None:
+            if at_step is not None:
+                check_finite_step(loss, norm, at_step)
             optimizer.step()
         else:
             self.scaler.step(optimizer)

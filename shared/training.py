@@ -34,7 +34,6 @@ from .validation import (
     check_betas,
     check_choice,
     check_finite,
-    check_finite_loss,
     check_float_tensor,
     check_instance,
     check_int,
@@ -252,9 +251,10 @@ def train(
     `loss_fn(model, batch)` returns (mean loss, number of tokens it averaged over: an int or a 0-d tensor).
     The loss sums are read back from the device only when logging. With `max_seconds` the schedule's
     progress fraction follows the clock, so a cosine decay ends when time runs out; a schedule factor that
-    is not a finite number >= 0 raises ValueError naming the step. In fp32 and bf16 a NaN or inf loss raises
-    FloatingPointError naming the step, before the optimizer step touches the weights (one small read from
-    the device per step; fp16's GradScaler reads one too, and skips such steps instead).
+    is not a finite number >= 0 raises ValueError naming the step. In fp32 and bf16 a NaN or inf loss, or a
+    non-finite gradient norm, raises FloatingPointError naming the step, before the optimizer step touches
+    the weights (one small read from the device per step; fp16's GradScaler reads one too, and skips such
+    steps instead).
     `grad_clip` caps the gradient norm (None: measure it only). `micro_batches` splits each batch for
     gradient accumulation, each token weighing the same (see `backward_micro_batches`);
     `precision` ('fp32', 'bf16', 'fp16', 'auto': see `auto_precision`) runs the forward pass under autocast.
@@ -296,9 +296,9 @@ def train(
         model.train()
         optimizer.zero_grad(set_to_none=True)
         weighted, n = backward_micro_batches(model, loss_fn, batch_fn(step), micro_batches, amp)  # loss * n, n
-        if amp.scaler is None:  # fp16's GradScaler skips a non-finite step by itself
-            check_finite_loss(weighted, step)  # before the optimizer step; one read from the device per step
-        norm = amp.step(optimizer, grad_clip)  # clip (None: measure only) and step; fp16 unscales first
+        # clip (None: measure only) and step; fp16 unscales first and skips a non-finite step by itself, the
+        # others raise on a non-finite loss or gradient norm before the weights change (one read per step)
+        norm = amp.step(optimizer, grad_clip, loss=weighted, at_step=step)
         loss_sum, loss_tokens, norm_sum = loss_sum + weighted, loss_tokens + n, norm_sum + norm.detach()
         step += 1
         seconds += time.perf_counter() - started

@@ -195,17 +195,22 @@ def check_loss_fn_result(result) -> tuple[Tensor, Tensor | int]:
     return loss, count
 
 
-def check_finite_loss(loss: Tensor, step: int) -> Tensor:
-    """Return the 0-d `loss` of training step `step` if it is finite; else raise FloatingPointError naming the step.
+def check_finite_step(loss: Tensor, grad_norm: Tensor, step: int) -> None:
+    """Raise FloatingPointError naming training step `step` unless its 0-d `loss` and gradient norm are finite.
 
-    Reading it waits for the device (one small read per step), as fp16's GradScaler does for its own inf check.
+    Called before the optimizer step, so a raise leaves the weights as they were. Reading both waits for the
+    device once per step, as fp16's GradScaler does for its own inf check.
     """
-    if not torch.isfinite(loss):
-        raise FloatingPointError(
-            f"the loss at step {step} is {loss.item()}: training stopped before the optimizer step, so the weights "
-            f"are as they were before step {step}. A lower learning rate may help; shared.debug.nonfinite finds "
-            f"the first layer that makes NaN or inf")
-    return loss
+    finite = torch.isfinite(torch.stack([loss.detach().float().reshape(()), grad_norm.detach().float().reshape(())]))
+    if bool(finite.all()):
+        return
+    kept = (f"training stopped before the optimizer step, so the weights are as they were before step {step}. "
+            "shared.debug.nonfinite finds the first layer that makes NaN or inf")
+    if not finite[0]:
+        raise FloatingPointError(f"the loss at step {step} is {loss.item()}: {kept}; a lower learning rate may help")
+    raise FloatingPointError(f"the gradient norm at step {step} is {grad_norm.item()} although the loss is finite: "
+                             f"{kept}. A loss whose gradient is not finite (sqrt or log at 0, a division by 0) is "
+                             "the usual cause")
 
 
 def check_model_config(model: nn.Module, config) -> None:

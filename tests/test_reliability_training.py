@@ -2,6 +2,7 @@
 factors, non-finite losses, make_adamw's numbers, a loss_fn's return value, micro-batches weighted by tokens."""
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
@@ -43,6 +44,12 @@ def test_resume_is_exact_after_sampling_between_train_and_the_save(tmp_path):
     resumed_optimizer = make_adamw(resumed, 1e-2)
     gpt_run(resumed, resumed_optimizer, 20, history=restore_training(state, resumed_optimizer))
     assert all(torch.equal(a, b) for a, b in zip(resumed.state_dict().values(), full.state_dict().values()))
+
+
+@dataclass
+class LinearConfig:
+    d_in: int = 4
+    d_out: int = 2
 
 
 def fresh_linear():
@@ -91,6 +98,27 @@ def test_a_non_finite_loss_stops_training_before_the_optimizer_step(precision):
         linear_run(model, drawn, loss_fn=loss_fn, precision=precision, max_steps=4)
     assert drawn == [0, 1, 2] and all(torch.isfinite(p).all() for p in model.parameters())
     assert same_weights(model, linear_run(fresh_linear(), precision=precision, max_steps=2))  # the weights after 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("grad_clip", [1.0, None])
+def test_a_finite_loss_with_a_non_finite_gradient_stops_before_the_step_and_keeps_the_checkpoint(
+        precision, grad_clip, tmp_path):
+    def loss_fn(m, batch):  # sqrt at 0 has an infinite slope: a finite loss, a NaN gradient
+        out = m(batch).float()
+        loss = out.pow(2).mean() + ((out - out.detach()).abs().sqrt().mean() if len(drawn) == 3 else 0.0)
+        return loss, 8
+
+    model, drawn = fresh_linear(), []
+    path = tmp_path / "run.pt"
+    save = lambda history: save_checkpoint(path, model, LinearConfig(), history=history)  # noqa: E731
+    with pytest.raises(FloatingPointError, match="gradient norm at step 2 is nan although the loss is finite"):
+        train(model, torch.optim.SGD(model.parameters(), 0.1), lambda step: drawn.append(step) or torch.randn(
+            8, 4, generator=torch.Generator().manual_seed(step)), loss_fn, max_steps=4, log_every=1,
+            checkpoint_every=1, checkpoint_fn=save, grad_clip=grad_clip, precision=precision, progress=False)
+    assert drawn == [0, 1, 2] and all(torch.isfinite(p).all() for p in model.parameters())
+    saved = load_checkpoint(path)
+    assert saved["history"]["step"][-1] == 2 and all(torch.isfinite(t).all() for t in saved["model"].values())
 
 
 def test_fp16_keeps_skipping_a_non_finite_step():
