@@ -34,12 +34,12 @@ SOLUTIONS_INDEX = "notebooks/solutions/index"  # a page of its own, written here
 CHAPTER = re.compile(r"notebooks/(\d\d)_.+")  # the page name of a chapter's notebook
 TEXT = {  # the few words the site adds, per edition
     "en": {"notebooks": "Notebooks", "solutions": "Solutions", "more": "For teachers and contributors",
-           "solutions_title": "Worked solutions",
+           "solutions_title": "Worked solutions", "solution_entry": "Solutions to {}",
            "solutions_intro": "One notebook per chapter: every exercise solved and passing its checker, and a typical "
                               "wrong answer with the feedback it gets. Try the exercises first.",
            "LICENSE": "Licence of the code (MIT)", "LICENSE-CONTENT": "Licence of the prose and figures (CC BY 4.0)"},
     "zh": {"notebooks": "笔记本", "solutions": "习题解答", "more": "教学与贡献",
-           "solutions_title": "习题解答",
+           "solutions_title": "习题解答", "solution_entry": "{}：习题解答",
            "solutions_intro": "每章一个笔记本：每道练习的参考解答都通过了检查器，还有一个典型的错误答案和它得到的反馈。"
                               "请先自己完成练习。",
            "LICENSE": "代码的许可证（MIT，英文）", "LICENSE-CONTENT": "正文与插图的许可证（CC BY 4.0，英文）"},
@@ -103,9 +103,11 @@ def stage(edition: str, folder: pathlib.Path) -> list[str]:
     chapters = {m.group(1): _title(ROOT / path) for page, path in pages.items() if (m := CHAPTER.fullmatch(page))}
     solutions = [p.removeprefix("notebooks/solutions/") for p in pages if p.startswith("notebooks/solutions/")]
     words = TEXT[edition]
-    (folder / f"{SOLUTIONS_INDEX}.md").write_text(  # each listed under its chapter's title
+    entry = words["solution_entry"]  # named after its chapter, and not the same as the chapter's own entry
+    (folder / f"{SOLUTIONS_INDEX}.md").write_text(
         f"# {words['solutions_title']}\n\n{words['solutions_intro']}\n\n"
-        + _toctree([f"{chapters.get(name[:2], name)} <{name}>" for name in solutions], maxdepth=1), encoding="utf-8")
+        + _toctree([f"{entry.format(chapters.get(name[:2], name))} <{name}>" for name in solutions], maxdepth=1),
+        encoding="utf-8")
     return [*pages, SOLUTIONS_INDEX]
 
 

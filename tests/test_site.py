@@ -171,6 +171,16 @@ def test_search_finds_the_notebooks(page, server, edition, query):
         assert f"notebooks/{name}.html" in found, found
 
 
+def test_the_chinese_index_is_cut_into_words(site):
+    """jieba cuts Chinese text into words: 注意力 and 掩码 are terms of their own, not only parts of longer runs
+    (without it, Sphinx would index whole runs of characters between punctuation and find them by substring)."""
+    text = (site / "zh" / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1: text.rindex(")")])
+    assert {"注意力", "掩码", "位置编码"} <= set(index["terms"]) | set(index["titleterms"])
+    runs = [t for t in index["terms"] if re.fullmatch(r"[\u4e00-\u9fff]{12,}", t)]
+    assert len(runs) < 0.01 * len(index["terms"]), runs[:5]  # a run of 12+ characters is rarely one word
+
+
 @pytest.mark.browser
 def test_language_switch_lands_on_the_same_page(page, server):
     page.goto(server + "notebooks/05_transformer_block.html")
