@@ -228,6 +228,15 @@ def check_model_config(model: nn.Module, config) -> None:
         diff = {k: (own[k], given.get(k)) for k in own if given.get(k) != own[k]}
         raise ValueError(f"config is not the one the model was built with (model.config); (model's, given) differ "
                          f"at {diff}: a checkpoint saved with it could not be rebuilt")
+    with torch.device("meta"):  # no memory, no random draws: only the shapes the config gives
+        rebuilt = {k: tuple(v.shape) for k, v in type(model)(config).state_dict().items()}
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    if rebuilt != shapes:  # e.g. model.config changed after the model was built
+        diff = {k: (shapes.get(k), rebuilt.get(k)) for k in sorted(shapes.keys() | rebuilt.keys())
+                if shapes.get(k) != rebuilt.get(k)}
+        raise ValueError(f"config builds weights of other shapes than the model's ((model's, config's): {diff}): "
+                         "was model.config changed after the model was built? A checkpoint saved with it could not "
+                         "be rebuilt")
 
 
 def check_map_location(name: str, device) -> torch.device:

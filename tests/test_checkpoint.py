@@ -393,6 +393,11 @@ def test_save_refuses_a_config_the_model_was_not_built_with(tmp_path):
         save_checkpoint(tmp_path / "gpt.pt", model, WidthConfig())
     save_checkpoint(tmp_path / "linear.pt", torch.nn.Linear(3, 3), WidthConfig())  # no model.config: taken on trust
     assert not (tmp_path / "gpt.pt").exists()  # nothing written that could not be rebuilt
+    changed = GPT(GPTConfig(vocab_size=13, block_size=8, n_layers=1, n_heads=2, d_model=8))
+    changed.config.block_size = 16  # the same object as model.config: only the weights' shapes give it away
+    with pytest.raises(ValueError, match=r"other shapes.*pos_emb.*\(8, 8\), \(16, 8\).*changed after"):
+        save_checkpoint(tmp_path / "changed.pt", changed, changed.config)
+    assert not (tmp_path / "changed.pt").exists()
 
 
 @pytest.mark.parametrize("map_location, named", [
