@@ -61,8 +61,12 @@ def lm_loss(
         raise ValueError(f"logits (B, T, V) {tuple(logits.shape)} and targets (B, T) {tuple(targets.shape)} disagree")
     if not 0.0 <= label_smoothing < 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
-    loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index,
-                           label_smoothing=label_smoothing)
+    try:
+        loss = F.cross_entropy(logits.flatten(0, -2), targets.flatten(), ignore_index=ignore_index,
+                               label_smoothing=label_smoothing)
+    except IndexError as err:  # on a CPU; on CUDA an id out of range is a device-side assert
+        raise IndexError(f"targets must hold ids in 0..{logits.shape[-1] - 1} (the logits' last dimension, V) or "
+                         f"ignore_index={ignore_index}: {err}") from None
     return loss, (targets != ignore_index).sum()
 
 

@@ -26,6 +26,8 @@ def test_lm_loss_ignores_masked_targets():
         lm_loss(logits.long(), targets)
     with pytest.raises(TypeError, match="targets must be an integer tensor of class ids"):
         lm_loss(logits, targets.float())  # torch: "expected target dtype to be Long or Byte"
+    with pytest.raises(IndexError, match=r"targets must hold ids in 0\.\.4 .*ignore_index=-100"):
+        lm_loss(logits, torch.tensor([[1, 2, 7], [0, 0, 0]]))  # torch: "Target 7 is out of bounds."
 
 
 def test_schedules():
