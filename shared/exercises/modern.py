@@ -67,8 +67,9 @@ def check_newton_schulz(c: Checker) -> None:
         expected = _reference_newton_schulz(G, steps, coefficients, eps)
         variants = [
             (_reference_newton_schulz(G, steps, coefficients, eps, normalise="none"),
-             "divide each matrix by its norm first (G / G.norm(dim=(-2, -1), keepdim=True)): the iteration only "
-             "works for singular values at most 1, and the Frobenius norm is at least the largest of them."),
+             "divide each matrix by its norm first (G / G.norm(dim=(-2, -1), keepdim=True)): the iteration is "
+             "safe only for singular values up to about 1 (Muon's diverges from about 1.27), and the Frobenius norm "
+             "is at least the largest of them."),
             (_reference_newton_schulz(G, steps, coefficients, eps, normalise="batch"),
              "normalise each matrix by its OWN norm, G.norm(dim=(-2, -1), keepdim=True), not the whole batch by "
              "one number: a small matrix next to a large one would stay far below 1 and barely move."),
