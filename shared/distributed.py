@@ -31,6 +31,7 @@ from .validation import (
     check_loss_fn_result,
     check_optional_positive_number,
     check_positive_int,
+    finite_flags,
 )
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -206,8 +207,9 @@ class Precision:
         """Clip the (unscaled) gradients to `grad_clip` and step; returns the 0-d gradient norm before clipping.
 
         grad_clip None measures the norm without clipping. With fp16 the scaler skips a step whose gradients
-        hold inf/NaN and lowers its scale. Without a scaler, given the step's `loss` and number `at_step`, a
-        non-finite loss or gradient norm raises FloatingPointError before the weights change.
+        hold inf/NaN and lowers its scale. Without a scaler, given the step number `at_step` (and its `loss`, if
+        it is to be checked too), a non-finite loss or gradient norm on any rank raises FloatingPointError on
+        every rank before the weights change.
         """
         check_grad_clip(grad_clip)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -215,8 +217,11 @@ class Precision:
             self.scaler.unscale_(optimizer)  # first: clip_grad_norm_ must see the real gradients
         norm = nn.utils.clip_grad_norm_(params, math.inf if grad_clip is None else grad_clip)
         if self.scaler is None:
-            if at_step is not None:
-                check_finite_step(loss, norm, at_step)
+            if at_step is not None:  # every rank of a group stops together: one rank's NaN is all ranks' NaN
+                finite = finite_flags(loss, norm)
+                if dist.is_available() and dist.is_initialized():
+                    dist.all_reduce(finite, op=dist.ReduceOp.MIN)
+                check_finite_step(loss, norm, at_step, finite)
             optimizer.step()
         else:
             self.scaler.step(optimizer)

@@ -160,7 +160,7 @@ class MuonWithAdamW:
             keys = sorted(state) if isinstance(state, dict) else describe(state)
             raise ValueError(f"expected a MuonWithAdamW state_dict {{'muon': ..., 'adamw': ...}}, got keys {keys}: "
                              "was it saved from another optimizer (e.g. make_adamw's)?")
-        muon_before = copy.deepcopy(self.muon.state_dict())
+        muon_before = copy.deepcopy(self.muon.state_dict())  # torch replaces the state on load; a copy stays safe
         self.muon.load_state_dict(state["muon"])
         try:
             self.adamw.load_state_dict(state["adamw"])

@@ -195,22 +195,32 @@ def check_loss_fn_result(result) -> tuple[Tensor, Tensor | int]:
     return loss, count
 
 
-def check_finite_step(loss: Tensor, grad_norm: Tensor, step: int) -> None:
-    """Raise FloatingPointError naming training step `step` unless its 0-d `loss` and gradient norm are finite.
+def check_finite_step(loss: Tensor | None, grad_norm: Tensor, step: int, finite: Tensor | None = None) -> None:
+    """Raise FloatingPointError naming training step `step` unless its 0-d `loss` (None: not checked) and gradient
+    norm are finite. `finite` is [loss finite, norm finite] as every rank of a process group sees it (all-reduced
+    with MIN), so that all ranks stop together; None: computed here, for this process alone.
 
-    Called before the optimizer step, so a raise leaves the weights as they were. Reading both waits for the
+    Called before the optimizer step, so a raise leaves the weights as they were. Reading the flags waits for the
     device once per step, as fp16's GradScaler does for its own inf check.
     """
-    finite = torch.isfinite(torch.stack([loss.detach().float().reshape(()), grad_norm.detach().float().reshape(())]))
+    if finite is None:
+        finite = finite_flags(loss, grad_norm)
     if bool(finite.all()):
         return
     kept = (f"training stopped before the optimizer step, so the weights are as they were before step {step}. "
             "shared.debug.nonfinite finds the first layer that makes NaN or inf")
     if not finite[0]:
-        raise FloatingPointError(f"the loss at step {step} is {loss.item()}: {kept}; a lower learning rate may help")
+        value = loss.item() if loss is not None and not torch.isfinite(loss) else "not finite on another rank"
+        raise FloatingPointError(f"the loss at step {step} is {value}: {kept}; a lower learning rate may help")
     raise FloatingPointError(f"the gradient norm at step {step} is {grad_norm.item()} although the loss is finite: "
                              f"{kept}. A loss whose gradient is not finite (sqrt or log at 0, a division by 0) is "
                              "the usual cause")
+
+
+def finite_flags(loss: Tensor | None, grad_norm: Tensor) -> Tensor:
+    """(2,) float tensor on grad_norm's device: 1.0 where `loss` (None counts as finite) and `grad_norm` are finite."""
+    loss_ok = torch.ones((), device=grad_norm.device) if loss is None else torch.isfinite(loss.detach()).reshape(())
+    return torch.stack([loss_ok.float().to(grad_norm.device), torch.isfinite(grad_norm.detach()).reshape(()).float()])
 
 
 def check_model_config(model: nn.Module, config) -> None:

@@ -130,6 +130,28 @@ def time_budget_run(rank: int) -> dict:
     return dict(steps=history.next_step, seconds=history.seconds[-1], logged=history.step)
 
 
+def nan_on_one_rank(rank: int) -> dict:
+    """Rank 1's loss is NaN at step 2 (its gradients stay finite): every rank must stop there, weights untouched."""
+    model, drawn = wrap(tiny_model()), []
+    batches = shard_batches(global_batches())
+
+    def batch_fn(step):
+        drawn.append(step)
+        return batches(step)
+
+    def nan_loss(model, batch):
+        loss, n = loss_fn(model, batch)
+        return (loss + float("nan") if rank == 1 and len(drawn) == 3 else loss), n  # a constant: grads finite
+
+    optimizer = make_adamw(unwrap(model), lr=LR)
+    try:
+        train(model, optimizer, batch_fn, nan_loss, max_steps=STEPS, progress=False)
+        error = None
+    except FloatingPointError as err:
+        error = str(err)
+    return dict(error=error, drawn=drawn, state=unwrap(model).state_dict())
+
+
 def main(out: Path) -> None:
     with distributed(backend="gloo") as ranks:
         torch.set_num_threads(1)
@@ -147,6 +169,7 @@ def main(out: Path) -> None:
         results["dropout"] = dict(state=unwrap(model).state_dict())
         results["dropout_resumed"] = crash_and_resume(out / "dropout.pt", DROPOUT_CONFIG, RANK_SEED)
         results["budget"] = time_budget_run(ranks.rank)
+        results["nan_on_one_rank"] = nan_on_one_rank(ranks.rank)
         results["ranks"] = dict(rank=ranks.rank, world_size=ranks.world_size, backend=ranks.backend,
                                 seen=current_ranks().world_size)
         torch.save(results, out / f"results_rank{ranks.rank}.pt")

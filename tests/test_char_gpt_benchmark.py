@@ -28,7 +28,7 @@ def test_target_watch_skips_while_far_then_measures_until_the_target_is_reached(
     model, val = tiny()
     truth = split_loss(model, val, 8, batch_size=64)  # about ln 11 = 2.4 for an untrained model
     history = History()
-    watch = bench.TargetWatch(val, 8, target=truth + 0.01, history=history, margin=0.5)
+    watch = bench.TargetWatch(val, 8, target=truth, history=history, margin=0.5)  # reached when equal
     history.loss.append(truth + 0.6)  # the training loss is further than the margin above the target: skipped
     assert math.isnan(watch(model)) and (watch.count, watch.skipped) == (0, 1)
     history.loss.append(truth + 0.3)  # within the margin: evaluated, and the target is reached

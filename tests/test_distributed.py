@@ -120,6 +120,14 @@ def test_a_time_budget_stops_every_rank_at_the_same_step(ddp):
     assert rank0["steps"] <= BUDGET_SECONDS / SLOW_STEP_SECONDS + 1
 
 
+def test_a_nan_loss_on_one_rank_stops_every_rank_before_the_step(ddp, single):
+    rank0, rank1 = (r["nan_on_one_rank"] for r in ddp)
+    assert "the loss at step 2 is nan" in rank1["error"]
+    assert "the loss at step 2 is not finite on another rank" in rank0["error"]  # not stepping alone, then hanging
+    assert rank0["drawn"] == rank1["drawn"] == [0, 1, 2]
+    assert max_diff(rank0["state"], rank1["state"]) == 0.0  # both stopped with the weights after step 1
+
+
 def test_shard_splits_every_tensor_into_disjoint_equal_parts():
     x, y = torch.arange(24).view(8, 3), torch.arange(8)
     parts = [shard((x, {"y": y}), r, 4) for r in range(4)]

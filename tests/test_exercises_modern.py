@@ -123,6 +123,11 @@ def test_newton_schulz_reference_is_what_torch_muon_computes():
     (lambda G, s, k, e: _newton_schulz(G, s, k, 0.0), "0 / 0 is NaN"),  # eps ignored: the zero matrix
     (lambda G, s, k, e: _newton_schulz(G.bfloat16(), s, k, e), "iterates in bfloat16"),
     (lambda G, s, k, e: torch.full_like(G, float("nan")), "the iteration blew up"),  # not a variant's hint
+    (lambda G, s, k, e: _newton_schulz(G, s, k, e) if G.dim() == 2 and G.shape[0] < G.shape[1] else  # right on the
+     torch.full_like(G, float("nan")), "the iteration blew up"),  # first case, NaN on the next: no blown-up variant
+    (lambda G, s, k, e: torch.full_like(G, float("inf")), "the iteration blew up"),
+    (lambda G, s, k, e: _newton_schulz(G.double(), s, k, e), "X.to(G.dtype)"),
+    (lambda G, s, k, e: _newton_schulz(G.bfloat16(), s, k, e).float(), "to about 2 digits"),
     (lambda G, s, k, e: _newton_schulz(G, s, k, e, batched_T="permute"), "with .mT"),  # .T, without its warning
 ])
 def test_newton_schulz_names_the_mistake(mistake, words, capsys):

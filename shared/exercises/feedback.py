@@ -252,7 +252,7 @@ class Checker:
               variants: tuple = (), shape_hints: dict | None = None, atol: float = 1e-5, rtol: float = 1e-4,
               nan_hint: str = "") -> None:
         """Check shape, dtype and values; `variants` is a list of (wrong_answer_tensor, hint) to diagnose a miss,
-        `nan_hint` what to say of a NaN that no variant explains."""
+        `nan_hint` what to say of a NaN (or an inf where the expected values have none) that no variant explains."""
         got = self.shape(got, expected, case, name, meaning, shape_hints)
         if expected.dtype == torch.bool and got.dtype != torch.bool:
             self.fail(case, f"{name} has dtype {got.dtype}, expected torch.bool.",
@@ -263,6 +263,10 @@ class Checker:
             self.fail(case, f"{name} contains NaN (first at {where}).", _matching_hint(got_f, variants, atol, rtol)
                       or nan_hint or "NaN usually comes from a softmax over a row that is all -inf, or from exp() "
                       "of large numbers.")
+        if nan_hint and not torch.isfinite(got_f).all() and torch.isfinite(exp_f).all():  # inf where none belongs
+            where = _position((~torch.isfinite(got_f)).nonzero()[0])
+            self.fail(case, f"{name} contains inf (first at {where}).",
+                      _matching_hint(got_f, variants, atol, rtol) or nan_hint)
         if torch.allclose(got_f, exp_f, atol=atol, rtol=rtol, equal_nan=True):
             return
         bad = ~torch.isclose(got_f, exp_f, rtol=rtol, atol=atol, equal_nan=True)  # an infinity is close to itself only
