@@ -9,3 +9,19 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def playwright():
+    """One Playwright driver per test process, shared by the browser tests of every file. Its sync API runs an
+    event loop in this thread, so a second sync_playwright() while one is open would fail ("using Playwright Sync
+    API inside the asyncio loop") whenever two browser test files land on the same pytest-xdist worker."""
+    from tests.test_browser import _missing
+
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        yield driver

@@ -149,23 +149,21 @@ def _jupyterlab_server(tmp_path: Path, root: Path, notebook: str):
 
 
 @contextlib.contextmanager
-def _page(tmp_path: Path):
-    """A 1280 x 900 page in headless Chromium. A Playwright error inside (a timeout, a missing element) fails the
-    test with a screenshot of the page and the path of the server's log."""
+def _page(playwright, tmp_path: Path):
+    """A 1280 x 900 page in headless Chromium, from the session's Playwright driver (tests/conftest.py). A Playwright
+    error inside (a timeout, a missing element) fails the test with a screenshot and the path of the server's log."""
     from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        try:
-            page.set_default_timeout(PAGE_S * 1000)
-            yield page
-        except PlaywrightError as err:
-            page.screenshot(path=str(tmp_path / "failure.png"))
-            pytest.fail(f"{err}\nscreenshot: {tmp_path / 'failure.png'}, server log: {tmp_path / 'jupyterlab.log'}")
-        finally:
-            browser.close()
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.set_default_timeout(PAGE_S * 1000)
+        yield page
+    except PlaywrightError as err:
+        page.screenshot(path=str(tmp_path / "failure.png"))
+        pytest.fail(f"{err}\nscreenshot: {tmp_path / 'failure.png'}, server log: {tmp_path / 'jupyterlab.log'}")
+    finally:
+        browser.close()
 
 
 def _run_all(page, deadline: float) -> None:
@@ -196,9 +194,9 @@ def _settled(page, deadline: float) -> str:
     return src
 
 
-def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
+def test_softmax_explorer_slider_changes_the_plot(jupyterlab, playwright, tmp_path):
     start = time.monotonic()
-    with _page(tmp_path) as page:
+    with _page(playwright, tmp_path) as page:
         page.goto(jupyterlab)
         page.wait_for_selector(".jp-Notebook .jp-Cell")
         page.wait_for_selector(IDLE, timeout=KERNEL_S * 1000)  # the kernel is up
@@ -228,7 +226,7 @@ def test_softmax_explorer_slider_changes_the_plot(jupyterlab, tmp_path):
     print(f"browser test: {time.monotonic() - start:.1f} s from page load to the changed plot")
 
 
-def test_chinese_notebook_shows_its_chinese_title_and_figures(tmp_path):
+def test_chinese_notebook_shows_its_chinese_title_and_figures(tmp_path, request):
     """JupyterLab opens notebooks/zh/01 (its stored outputs, nothing run): the Chinese title and a figure show."""
     if not CHINESE_01.exists():
         pytest.skip("notebooks/zh/01_scaled_dot_product_attention.ipynb does not exist yet "
@@ -237,8 +235,8 @@ def test_chinese_notebook_shows_its_chinese_title_and_figures(tmp_path):
     if reason:
         pytest.skip(reason)
     from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
 
+    playwright = request.getfixturevalue("playwright")  # after the font check: skip with the font's reason first
     cells = json.loads(CHINESE_01.read_text(encoding="utf-8"))["cells"]
     heading = next("".join(c["source"]) for c in cells[1:] if c["cell_type"] == "markdown").splitlines()[0]
     title = heading.lstrip("#").strip()
@@ -247,7 +245,7 @@ def test_chinese_notebook_shows_its_chinese_title_and_figures(tmp_path):
     (root / "zh").mkdir(parents=True)
     shutil.copy(CHINESE_01, root / "zh" / CHINESE_01.name)  # a copy: JupyterLab may write beside what it opens
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with _jupyterlab_server(tmp_path, root, f"zh/{CHINESE_01.name}") as url, sync_playwright() as playwright:
+    with _jupyterlab_server(tmp_path, root, f"zh/{CHINESE_01.name}") as url:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         try:
@@ -271,7 +269,7 @@ def test_chinese_notebook_shows_its_chinese_title_and_figures(tmp_path):
     assert shown >= 1
 
 
-def test_self_check_details_open_when_the_summary_is_clicked(tmp_path):
+def test_self_check_details_open_when_the_summary_is_clicked(tmp_path, playwright):
     """JupyterLab shows notebook 01's stored self-check questions (nothing run): the first answer sits in a closed
     <details> block and is hidden; a click on its summary opens it, and the answer shows, rendered as markdown."""
     reason = _missing()
@@ -287,7 +285,7 @@ def test_self_check_details_open_when_the_summary_is_clicked(tmp_path):
     root.mkdir()
     shutil.copy(SELF_CHECK, root / SELF_CHECK.name)  # a copy: JupyterLab may write beside what it opens
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with _jupyterlab_server(tmp_path, root, SELF_CHECK.name) as url, _page(tmp_path) as page:
+    with _jupyterlab_server(tmp_path, root, SELF_CHECK.name) as url, _page(playwright, tmp_path) as page:
         page.goto(url)
         page.wait_for_selector(".jp-Notebook .jp-Cell")
         details = page.locator(DETAILS).first

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_S
-from tests.test_browser import _missing as _no_browser
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "ci"))
@@ -70,16 +69,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="session")
-def browser():
-    reason = _no_browser()
-    if reason:
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
-        yield chromium
-        chromium.close()
+def browser(playwright):  # the session's Playwright driver (tests/conftest.py), shared with tests/test_browser.py
+    chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=PAGE_S * 1000)
+    yield chromium
+    chromium.close()
 
 
 @pytest.fixture
