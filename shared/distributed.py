@@ -209,7 +209,7 @@ class Precision:
         grad_clip None measures the norm without clipping. With fp16 the scaler skips a step whose gradients
         hold inf/NaN and lowers its scale. Without a scaler, given the step number `at_step` (and its `loss`, if
         it is to be checked too), a non-finite loss or gradient norm on any rank raises FloatingPointError on
-        every rank before the weights change.
+        every rank before the weights change. Every rank must take this path alike (one precision for all).
         """
         check_grad_clip(grad_clip)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
@@ -219,7 +219,8 @@ class Precision:
         if self.scaler is None:
             if at_step is not None:  # every rank of a group stops together: one rank's NaN is all ranks' NaN
                 finite = finite_flags(loss, norm)
-                if dist.is_available() and dist.is_initialized():
+                if dist.is_available() and dist.is_initialized():  # on the backend's device (NCCL: this GPU)
+                    finite = finite.to(current_ranks().device)
                     dist.all_reduce(finite, op=dist.ReduceOp.MIN)
                 check_finite_step(loss, norm, at_step, finite)
             optimizer.step()

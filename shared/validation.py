@@ -212,7 +212,8 @@ def check_finite_step(loss: Tensor | None, grad_norm: Tensor, step: int, finite:
     if not finite[0]:
         value = loss.item() if loss is not None and not torch.isfinite(loss) else "not finite on another rank"
         raise FloatingPointError(f"the loss at step {step} is {value}: {kept}; a lower learning rate may help")
-    raise FloatingPointError(f"the gradient norm at step {step} is {grad_norm.item()} although the loss is finite: "
+    value = grad_norm.item() if not torch.isfinite(grad_norm) else "not finite on another rank"
+    raise FloatingPointError(f"the gradient norm at step {step} is {value} although the loss is finite: "
                              f"{kept}. A loss whose gradient is not finite (sqrt or log at 0, a division by 0) is "
                              "the usual cause")
 

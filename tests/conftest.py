@@ -23,5 +23,5 @@ def playwright():
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as driver:
-        yield driver
+    with sync_playwright() as driver:  # its event loop runs in this thread until the session ends (nbval's kernels
+        yield driver  # still run: jupyter_core's run_sync copes with a running loop)

@@ -1,5 +1,10 @@
 """Test helpers: weight copying into PyTorch's built-in modules (equivalence tests), and running exercise checkers."""
 
+import os
+import signal
+import subprocess
+import sys
+
 import torch
 from torch import nn
 
@@ -48,3 +53,22 @@ def rejects(check, fn, capsys, *fragments):
     for fragment in fragments:
         assert fragment in out, f"expected {fragment!r} in the feedback:\n{out}"
     return out
+
+
+def run_two_ranks(worker, out, cwd, timeout: float = 300) -> None:
+    """Run `worker OUT` as 2 gloo ranks under torchrun; on failure or timeout, fail with its output. The ranks run
+    in a session of their own, killed as a whole on timeout, so that a rank stuck in a collective does not outlive
+    the test."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(worker), str(out)]
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # torchrun and both ranks
+        stdout, stderr = proc.communicate()
+        raise AssertionError(f"the 2 ranks did not finish within {timeout} s (a rank stuck in a collective?):\n"
+                             + stdout[-3000:] + stderr[-3000:]) from None
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]

@@ -4,10 +4,7 @@ One torchrun launch (tests/ddp_worker.py) trains a tiny GPT three ways on 2 CPU 
 compare its weights and histories with single-process runs of the same code.
 """
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,6 +35,7 @@ from tests.ddp_worker import (
     tiny_model,
     tiny_run,
 )
+from tests.helpers import run_two_ranks
 
 ROOT = Path(__file__).resolve().parent.parent
 TIGHT = 2e-5  # float sums in another order; an update of this run moves weights by ~1e-2
@@ -51,12 +49,7 @@ def max_diff(a: dict, b: dict) -> float:
 def ddp(tmp_path_factory):
     """Results of tests/ddp_worker.py on 2 CPU processes (gloo), one dict per rank."""
     out = tmp_path_factory.mktemp("ddp")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(ROOT / "tests" / "ddp_worker.py"), str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_two_ranks(ROOT / "tests" / "ddp_worker.py", out, ROOT)
     return [torch.load(out / f"results_rank{r}.pt", weights_only=True) for r in (0, 1)]
 
 

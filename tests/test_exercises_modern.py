@@ -146,3 +146,12 @@ def test_newton_schulz_gram_on_the_wrong_side(capsys):
         return X.mT if tall else X
 
     rejects(ex.check_newton_schulz, wrong_side, capsys, "multiplied from the LEFT")
+
+
+def test_a_zero_matrix_is_told_from_a_zero_row():
+    from shared.exercises.modern import _has_zero_matrix
+
+    zero_row = torch.ones(4, 6)
+    zero_row[2] = 0
+    assert not _has_zero_matrix(zero_row) and not _has_zero_matrix(torch.stack([zero_row, torch.ones(4, 6)]))
+    assert _has_zero_matrix(torch.zeros(3, 4)) and _has_zero_matrix(torch.stack([torch.ones(3, 4), torch.zeros(3, 4)]))

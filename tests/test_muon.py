@@ -8,8 +8,6 @@ GradScaler and DDP on 2 gloo ranks. For DDP this file is also the worker that to
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -273,12 +271,10 @@ def test_fp16_overflow_skips_both_optimizers():
 
 @pytest.fixture(scope="module")
 def ddp(tmp_path_factory):
+    from tests.helpers import run_two_ranks  # here, not at the top: this file is also the ranks' script
+
     out = tmp_path_factory.mktemp("muon_ddp")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, str(out)]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_two_ranks(__file__, out, ROOT)
     return [torch.load(out / f"muon_rank{r}.pt", weights_only=True) for r in (0, 1)]
 
 

@@ -121,6 +121,23 @@ def test_a_finite_loss_with_a_non_finite_gradient_stops_before_the_step_and_keep
     assert saved["history"]["step"][-1] == 2 and all(torch.isfinite(t).all() for t in saved["model"].values())
 
 
+def test_precision_step_checks_the_norm_alone_when_no_loss_is_given():
+    model = fresh_linear()
+    model.weight.grad, model.bias.grad = torch.full_like(model.weight, math.nan), torch.zeros_like(model.bias)
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), 0.1)
+    with pytest.raises(FloatingPointError, match="gradient norm at step 5 is nan"):
+        Precision("fp32", "cpu").step(optimizer, None, at_step=5)  # loss None: only the norm is checked
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    # finite gradients again (the refused step's clipping had scaled them by NaN): this step is taken
+    model.weight.grad, model.bias.grad = torch.ones_like(model.weight), torch.zeros_like(model.bias)
+    Precision("fp32", "cpu").step(optimizer, None, loss=None, at_step=6)
+    assert not torch.equal(model.weight, before[0])
+    model.weight.grad = torch.full_like(model.weight, math.nan)
+    Precision("fp32", "cpu").step(optimizer, None)  # no at_step: no check (a benchmark's bare step)
+    assert torch.isnan(model.weight).all()
+
+
 def test_fp16_keeps_skipping_a_non_finite_step():
     def loss_fn(m, batch):
         loss, n = square_loss(m, batch)

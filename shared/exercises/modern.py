@@ -44,6 +44,11 @@ def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back
     return transpose(X) if tall and back else X
 
 
+def _has_zero_matrix(G: torch.Tensor) -> bool:
+    """Whether any matrix of G (..., m, n) is all zeros (a zero row inside a matrix does not count)."""
+    return bool((G.flatten(-2).abs().sum(-1) == 0).any())
+
+
 @exercise("Newton-Schulz orthogonalisation (Muon)")
 def check_newton_schulz(c: Checker) -> None:
     """fn(G (..., m, n), steps, coefficients (a, b, c), eps) -> (..., m, n): each matrix normalised by its own
@@ -105,9 +110,8 @@ def check_newton_schulz(c: Checker) -> None:
                     torch.allclose(got, wrong, atol=1e-4, rtol=1e-3) for wrong, _ in variants)):
             c.fail(case, "output agrees with the expected values to about 2 digits only.",
                    "did you compute in bfloat16 or float16 and cast back? Compute in G's dtype.")
-        has_zero_matrix = bool((G.flatten(-2).abs().sum(-1) == 0).any())
         nan_hint = ("a zero matrix has norm 0, and 0 / 0 is NaN: keep the norm at least eps "
-                    "(G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)).") if has_zero_matrix else (
+                    "(G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)).") if _has_zero_matrix(G) else (
                     "NaN or inf here means the iteration blew up: divide each matrix by its own norm first, so that "
                     "every singular value is at most 1.")
         c.close(got, expected, case, "output", "(same shape as G)", variants=variants, shape_hints=shape_hints,
