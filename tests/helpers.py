@@ -1,9 +1,12 @@
 """Test helpers: weight copying into PyTorch's built-in modules (equivalence tests), and running exercise checkers."""
 
+import contextlib
+import http.server
 import os
 import signal
 import subprocess
 import sys
+import threading
 
 import torch
 from torch import nn
@@ -72,3 +75,16 @@ def run_two_ranks(worker, out, cwd, timeout: float = 300) -> None:
         raise AssertionError(f"the 2 ranks did not finish within {timeout} s (a rank stuck in a collective?):\n"
                              + stdout[-3000:] + stderr[-3000:]) from None
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
+
+
+@contextlib.contextmanager
+def local_server(handler):
+    """An HTTP server on 127.0.0.1 (a free port) in a thread, with `handler`; yields its URL, without a final '/'."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

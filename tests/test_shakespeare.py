@@ -5,7 +5,6 @@ import http.server
 import os
 import socket
 import stat
-import threading
 
 import pytest
 import torch
@@ -21,6 +20,7 @@ from shared.shakespeare import (
     split_loss,
     train_val_split,
 )
+from tests.helpers import local_server
 
 CORPUS = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 40).encode()
 CORPUS_SHA = hashlib.sha256(CORPUS).hexdigest()
@@ -44,12 +44,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(_Handler) as url:
+        yield url
 
 
 def _leftovers(folder):

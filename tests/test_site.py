@@ -17,13 +17,13 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import local_server
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, PAGE_S
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,13 +54,8 @@ def site(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def server(site):
     """The built site over HTTP on 127.0.0.1 (a free port), as GitHub Pages would serve it."""
-    handler = functools.partial(_QuietHandler, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    httpd.shutdown()
-    httpd.server_close()
+    with local_server(functools.partial(_QuietHandler, directory=str(site))) as url:
+        yield url + "/"
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
