@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .files import atomic_write, data_dir
+from .files import atomic_write, data_dir, sha256_of
 from .runtime import eval_mode
 from .validation import check_int, check_positive_int, describe, is_integer_tensor
 
@@ -36,15 +36,6 @@ def default_path() -> Path:
 
 class CorpusError(RuntimeError):
     """The corpus could not be obtained, or a file on disk does not have the expected sha256."""
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _how_to_get(path: Path, url: str, sha256: str) -> str:
