@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .validation import (
+    check_batch_size,
     check_float_tensor,
     check_ids,
     check_position_ids,
@@ -149,8 +150,9 @@ def apply_rope(x: Tensor, positions: Tensor, inv_freq: Tensor) -> Tensor:
                          f"x (..., T={T}, d_k={d_k}) with T positions and d_k / 2 frequencies")
     angles = positions.to(torch.float32)[..., None] * inv_freq.to(x.device)  # (T, d_k/2) or (B, T, d_k/2)
     if positions.dim() == 2:
-        if x.dim() != 4 or x.size(0) != positions.size(0):
+        if x.dim() != 4:
             raise ValueError(f"(B, T) positions need x of shape (B, H, T, d_k), got {tuple(x.shape)}")
+        check_batch_size("positions", positions, x.size(0), of="x")
         angles = angles[:, None]  # (B, 1, T, d_k/2): the same rotation for every head
     rotation = torch.polar(torch.ones_like(angles), angles)  # exp(i * angle), complex
     pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], d_k // 2, 2))  # (..., T, d_k/2): real + i imag

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
+from numbers import Integral
 from typing import NamedTuple
 
 import torch
@@ -34,7 +35,12 @@ def vocabulary() -> dict:
 
 
 def encode_digits(digits: Sequence[int]) -> list[int]:
-    """Digits 0-9 -> token ids 3-12."""
+    """Digits 0-9 -> token ids 3-12; anything else (-1 would become EOS, 10 an id past the vocabulary) raises."""
+    for d in digits:
+        if not isinstance(d, Integral) or isinstance(d, bool):
+            raise TypeError(f"digits must be ints 0..9, got {d!r} ({type(d).__name__}) in {list(digits)}")
+        if not 0 <= d <= 9:
+            raise ValueError(f"digits must be ints 0..9, got {d!r} in {list(digits)}")
     return [d + DIGIT_OFFSET for d in digits]
 
 

@@ -129,9 +129,13 @@ class CharTokenizer:
             ) from None
 
     def decode(self, ids: Tensor | Iterable[int]) -> str:
-        """(T,) ids (tensor or list) -> str; an id outside 0..vocab_size-1 raises ValueError."""
+        """(T,) ids (tensor or list) -> str; a non-int id (a bool too) raises TypeError, one outside
+        0..vocab_size-1 ValueError."""
         ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
-        bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < self.vocab_size]
+        wrong_type = [i for i in ids if not isinstance(i, int) or isinstance(i, bool)]  # a bool reads as 1 or 0
+        if wrong_type:
+            raise TypeError(f"ids must be ints, got {wrong_type[0]!r} ({type(wrong_type[0]).__name__})")
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"ids must be ints in 0..{self.vocab_size - 1}, got {bad[0]!r}")
         return "".join(self.chars[i] for i in ids)

@@ -105,6 +105,23 @@ def test_attention_rejects_mistakes(capsys):
     rejects(ex.check_attention, lambda q, k, v, mask=None: q, capsys, "expected a tuple (out, weights)")
 
 
+def test_attention_names_an_answer_computed_in_float64(capsys):
+    """The values agree within float32 rounding, but a cast to float64 is not what the course teaches."""
+    def in_float64(q, k, v, mask=None):
+        return scaled_dot_product_attention(q.double(), k.double(), v.double(), mask)
+
+    def weights_in_float64(q, k, v, mask=None):
+        out, weights = scaled_dot_product_attention(q, k, v, mask)
+        return out, weights.double()
+
+    rejects(ex.check_attention, in_float64, capsys, "weights has dtype torch.float64, expected torch.float32",
+            ".double()")
+    rejects(ex.check_attention, weights_in_float64, capsys, "weights has dtype torch.float64")
+    out = rejects(ex.check_attention, lambda q, k, v, mask=None: tuple(
+        t.double() if i == 0 else t for i, t in enumerate(scaled_dot_product_attention(q, k, v, mask))), capsys)
+    assert "out has dtype torch.float64, expected torch.float32" in out
+
+
 # ---------------------------------------------------------------- 02
 
 
@@ -266,13 +283,17 @@ def test_top_k(capsys):
             "changed the logits passed in")
 
 
-def top_p_with(remove_at_crossing=False, unsort=True, strict=False):
+def top_p_with(remove_at_crossing=False, unsort=True, strict=False, gather=False):
     def top_p(logits, p):
         sorted_logits, order = logits.sort(-1, descending=True)
         probs = sorted_logits.softmax(-1)
         cum = probs.cumsum(-1)
         remove = cum > p if remove_at_crossing else cum - probs > p if strict else cum - probs >= p
-        if unsort:
+        if gather == "logits":  # filter the sorted logits, then read them back with gather (the inverse of scatter)
+            return sorted_logits.masked_fill(remove, float("-inf")).gather(-1, order)
+        if gather:
+            remove = remove.gather(-1, order)
+        elif unsort:
             remove = remove.scatter(-1, order, remove)
         return logits.masked_fill(remove, float("-inf"))
     return top_p
@@ -283,6 +304,8 @@ def test_top_p(capsys):
     accepts(ex.check_top_p, top_p_with(), capsys)
     rejects(ex.check_top_p, top_p_with(remove_at_crossing=True), capsys, "p=0.7", "one token too few")
     rejects(ex.check_top_p, top_p_with(unsort=False), capsys, "vocabulary order")
+    rejects(ex.check_top_p, top_p_with(gather=True), capsys, "gather", "scatter(-1, sorted_indices")
+    rejects(ex.check_top_p, top_p_with(gather="logits"), capsys, "gather", "scatter(-1, sorted_indices")
     rejects(ex.check_top_p, top_p_with(strict=True), capsys, "reaches p", "one token too many")  # > p, not >= p
 
 

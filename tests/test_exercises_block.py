@@ -111,6 +111,9 @@ def test_encoder_layer_params_accepts_the_formula_and_ints_in_disguise(capsys):
     (lambda d, h, ff: count(d, h, ff) - d * d - d, "W^O"),
     (lambda d, h, ff: count(d, h, ff) - 3 * (d * d + d) + 3 * (d * (d // h) + d // h), "whatever n_heads is"),
     (lambda d, h, ff: count(d, h, ff) - d * ff - ff, "two linear layers"),
+    (lambda d, h, ff: count(d, h, ff) * h, "the number of heads does not change the count"),
+    (lambda d, h, ff: count(d, h, ff) + (h - 1) * 4 * (d * d + d), "the number of heads does not change the count"),
+    (lambda d, h, ff: count(d, h, ff) + (h - 1) * 3 * (d * d + d), "the number of heads does not change the count"),
     (lambda d, h, ff: str(count(d, h, ff)), "expected an int"),
 ])
 def test_encoder_layer_params_rejects_common_mistakes(wrong, hint, capsys):

@@ -136,6 +136,32 @@ def test_structural_mistakes_are_feedback(capsys):
     rejects(check, NoBlockDropout, capsys, "pass config.dropout on to every PreLNBlock")
 
 
+def test_positions_looked_up_by_token_id_are_named(capsys):
+    """pos_emb(tokens) reads token ids as positions: the checker's vocabulary (11) outgrows its block_size (8)."""
+    class PositionsFromTokens(MyGPT):
+        def forward(self, tokens):
+            x = self.drop(self.tok_emb(tokens) + self.pos_emb(tokens))
+            for block in self.blocks:
+                x = block(x, causal=True)
+            return self.lm_head(self.norm(x))
+
+    rejects(check, PositionsFromTokens, capsys, "IndexError", "pos_emb(torch.arange(T))", "not the token ids")
+
+
+def test_a_causal_mask_in_the_inverted_convention_is_named(capsys):
+    """True = blocked (the convention of torch.nn.Transformer), passed where the course's True = may attend goes."""
+    class InvertedMask(MyGPT):
+        def forward(self, tokens):
+            T = tokens.size(1)
+            blocked = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)  # True above the diagonal
+            x = self.drop(self.tok_emb(tokens) + self.pos_emb(torch.arange(T)))
+            for block in self.blocks:
+                x = block(x, blocked)
+            return self.lm_head(self.norm(x))
+
+    rejects(check, InvertedMask, capsys, "True = may attend", "causal_mask(T)")
+
+
 def test_untrained_biases_and_default_linear_init_are_named(capsys):
     class NonzeroBias(MyGPT):
         def __init__(self, config):

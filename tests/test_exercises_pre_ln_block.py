@@ -120,6 +120,17 @@ def test_wrong_names_and_structure_are_feedback(capsys):
     rejects(check, Unpacked, capsys, "returns (output, weights)")
 
 
+def test_the_attention_tuple_fed_to_dropout_is_named(capsys):
+    """The exercise's own form, x + self.dropout(self.attn(...)): torch's message then has no quoted 'tuple'."""
+    class UnpackedInDropout(MyBlock):
+        def forward(self, x, causal=False):
+            x = x + self.dropout(self.attn(self.norm1(x), causal=causal))
+            return x + self.dropout(self.ff(self.norm2(x)))
+
+    rejects(check, UnpackedInDropout, capsys, "must be Tensor, not tuple", "returns (output, weights)",
+            "out, _ = self.attn(h, causal=causal)")
+
+
 def test_stub_and_broken_init_are_feedback(capsys):
     class Stub(nn.Module):
         def __init__(self, d_model, n_heads, d_ff, dropout):

@@ -17,6 +17,7 @@ from shared.reversal import (
     collate,
     decoder_only_loss,
     decoder_only_sample,
+    encode_digits,
     loss_for,
     make_model,
     make_test_set,
@@ -194,3 +195,11 @@ def test_batches_refuse_an_exclusion_set_that_leaves_no_source():
     every_list = [(d,) for d in range(10)]
     with pytest.raises(ValueError, match="exclude holds"):
         ReversalBatches("encoder_decoder", 4, exclude=every_list, min_len=1, max_len=1)(0)
+
+
+@pytest.mark.parametrize("digits,bad", [([-1], -1), ([3, 10], 10), ([1.0], 1.0), ([True], True)])
+def test_encode_digits_refuses_what_is_not_a_digit(digits, bad):
+    """-1 would become a special token (2) and 10 an id past the vocabulary (13), both silently."""
+    with pytest.raises((ValueError, TypeError), match=rf"digits must be ints 0\.\.9, got {bad!r}"):
+        encode_digits(digits)
+    assert encode_digits([0, 9]) == [3, 12]

@@ -120,3 +120,18 @@ def test_attention_rope_is_relative_and_takes_positions():
         plain(x, positions=torch.arange(6))
     with pytest.raises(ValueError, match="self-attention"):
         attn(x, torch.randn(1, 4, 16))
+
+
+def test_batched_positions_name_a_wrong_shape_and_a_batch_mismatch_apart():
+    """(B, T) positions need a 4-dim x; a right-shaped x whose batch size differs is told as such, not as a shape."""
+    inv_freq = rope_frequencies(16)
+    with pytest.raises(ValueError, match=r"need x of shape \(B, H, T, d_k\), got \(12, 16\)"):
+        apply_rope(torch.randn(12, 16), torch.arange(12)[None], inv_freq)
+    with pytest.raises(ValueError, match=r"positions has batch size 1, but x has batch size 4") as caught:
+        apply_rope(torch.randn(4, 4, 12, 16), torch.arange(12)[None], inv_freq)
+    assert "need x of shape" not in str(caught.value)
+    attention = MultiHeadAttention(64, 4, bias=False, rope=True)
+    with pytest.raises(ValueError, match=r"positions has batch size 1, but .* has batch size 4"):
+        attention(torch.randn(4, 12, 64), causal=True, positions=torch.arange(12)[None])
+    rotated = apply_rope(torch.randn(4, 4, 12, 16), torch.arange(12).expand(4, 12), inv_freq)  # one row each: fine
+    assert rotated.shape == (4, 4, 12, 16)

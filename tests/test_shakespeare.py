@@ -124,6 +124,10 @@ def test_tokenizer_round_trip_and_errors():
         tok.encode("Speak Z")
     with pytest.raises(ValueError, match="ids must be ints"):
         tok.decode([0, tok.vocab_size])
+    with pytest.raises(TypeError, match="ids must be ints, got True"):  # a bool would be read as 1 or 0
+        tok.decode([True, False])
+    with pytest.raises(TypeError, match="ids must be ints"):
+        tok.decode(torch.tensor([True, False]))
 
 
 def test_standard_split_sizes():

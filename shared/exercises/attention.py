@@ -93,6 +93,11 @@ def check_softmax_temperature(c: Checker) -> None:
         c.passed()
 
 
+_DTYPE_HINT = ("keep the dtype of q, k and v (float32 here): a model calls attention in its own dtype (float32, "
+               "bfloat16, float16). Remove the cast (.double(), .to(torch.float64)) or the float64 tensor made along "
+               "the way (torch.tensor(..., dtype=torch.float64), torch.from_numpy).")
+
+
 def check_attention(fn, masks: bool = True, fully_masked_rows: bool = False) -> bool:
     """fn(q, k, v, mask=None) -> (out (..., T_q, d_v), weights (..., T_q, T_k)); masks: bool, True = may attend.
 
@@ -127,6 +132,8 @@ def _check_attention(masks: bool, fully_masked_rows: bool):
                     [[[1.0, 2.0], [3.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]]])
             args = (q.clone(), k.clone(), v.clone()) + ((mask.clone(),) if mask is not None else ())
             out, weights = c.unpack(c.call(case, *args), case, ("out", "weights"))
+            for name, got in (("weights", weights), ("out", out)):
+                c.dtype(got, q.dtype, case, name, _DTYPE_HINT)
             exp_out, exp_weights = scaled_dot_product_attention(q, k, v, mask)
             mistakes = _attention_mistakes(q, k, v, mask)
             swap = "did you return (weights, out)? The order is (out, weights)."

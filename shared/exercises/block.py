@@ -113,6 +113,10 @@ def check_encoder_layer_params(c: Checker) -> None:
                  expected - 3 * (d * d + d) + 3 * (d * (d // h) + d // h): "W^Q, W^K, W^V hold all heads at once: "
                  "each is (d_model x d_model), whatever n_heads is.",
                  expected - d * ff - ff: "the FFN has two linear layers: d_model -> d_ff and d_ff -> d_model."}
+        heads = ("the number of heads does not change the count: W^Q, W^K, W^V and W^O are each one (d_model x "
+                 "d_model) matrix holding all heads side by side (self-check 4).")
+        for wrong in (expected * h, expected + (h - 1) * 4 * (d * d + d), expected + (h - 1) * 3 * (d * d + d)):
+            hints.setdefault(wrong, heads)  # counted once per head: the whole layer, attention, or Q, K, V
         c.equal(got, expected, case, "your count", hints.get(got, ""))
         c.passed()
 
@@ -122,7 +126,9 @@ def check_encoder_layer_params(c: Checker) -> None:
 _SIZES = (16, 2, 32)  # d_model, n_heads, d_ff of the blocks the checker builds
 _INIT_HINTS = {"before Module.__init__() call": "call `super().__init__()` first in __init__, before any submodule.",
                "unexpected keyword argument 'causal'": "give forward a flag: `def forward(self, x, causal=False)`.",
-               "'tuple'": "MultiHeadAttention returns (output, weights): `out, _ = self.attn(h, causal=causal)`."}
+               "'tuple'": "MultiHeadAttention returns (output, weights): `out, _ = self.attn(h, causal=causal)`.",
+               "must be Tensor, not tuple": "MultiHeadAttention returns (output, weights): "
+               "`out, _ = self.attn(h, causal=causal)`, then `x + self.dropout(out)`."}  # torch's own message
 
 
 def _seeded(block: nn.Module, x, seed: int = 1):

@@ -237,6 +237,13 @@ class Checker:
             self.fail(case, f"{name} should be a torch.Tensor, got {type(got).__name__}.", hint)
         return got
 
+    def dtype(self, got, expected: torch.dtype, case: str, name: str = "output", hint: str = "") -> Tensor:
+        """Check that `got` is a tensor of dtype `expected` (e.g. the input's float32, not a float64 copy)."""
+        got = self.tensor(got, case, name)
+        if got.dtype != expected:
+            self.fail(case, f"{name} has dtype {got.dtype}, expected {expected} (the dtype of the inputs).", hint)
+        return got
+
     def shape(self, got, expected: Tensor | tuple, case: str, name: str = "output", meaning: str = "",
               hints: dict | None = None) -> Tensor:
         """Check the shape; `hints` maps a wrong shape (tuple) to an explanation."""

@@ -160,12 +160,17 @@ def check_top_p(c: Checker) -> None:
         got = c.tensor(c.call(case, logits, p), case)
         _no_inplace(c, case, before, logits)
         expected = top_p_filter(logits, p)
-        sorted_logits, _ = logits.sort(dim=-1, descending=True)
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
         probs = sorted_logits.softmax(-1)
-        unsorted = logits.masked_fill(probs.cumsum(-1) - probs >= p, float("-inf"))  # mask left in sorted order
+        remove = probs.cumsum(-1) - probs >= p  # (B, V), in sorted order
+        unsorted = logits.masked_fill(remove, float("-inf"))  # mask left in sorted order
+        gathered = ("gather reads with the permutation; putting the sorted entries back in vocabulary order needs "
+                    "its inverse, scatter: mask.scatter(-1, sorted_indices, mask).")
         variants = _filter_mistakes(logits, expected, (~expected.isinf()).sum(-1))
-        variants.append((unsorted, "the mask was computed in sorted order; map it back to the vocabulary order "
-                         "(e.g. mask.scatter(-1, sorted_indices, mask))."))
+        variants += [(unsorted, "the mask was computed in sorted order; map it back to the vocabulary order "
+                      "(e.g. mask.scatter(-1, sorted_indices, mask))."),
+                     (logits.masked_fill(remove.gather(-1, order), float("-inf")), gathered),
+                     (sorted_logits.masked_fill(remove, float("-inf")).gather(-1, order), gathered)]
         c.close(got, expected, case, "filtered logits", "(B, V)", variants=variants)
         c.passed()
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..gpt import GPT, GPTConfig
+from ..masks import causal_mask
 from .feedback import Checker, exercise, random_tensor
 from .modules import build_module, explained, load_reference
 
@@ -28,6 +29,8 @@ _NAME_HINTS = {
     "": "name the parts like shared.gpt.GPT: tok_emb, pos_emb, drop, blocks, norm, lm_head.",
 }
 _ERRORS = {"'tuple'": "PreLNBlock returns one tensor (B, T, d_model): x = block(x, causal=True).",
+           "index out of range in self": "an nn.Embedding got an index past its table. tok_emb takes the token ids, "
+           "pos_emb the positions 0..T-1: pos_emb(torch.arange(T)), not the token ids (pos_emb(tokens)).",
            "before Module.__init__() call": "call `super().__init__()` first in __init__, before any submodule."}
 
 
@@ -57,12 +60,12 @@ def _variants(ref: GPT, tokens) -> list:
     """Logits of the usual wrong GPTs, computed from the reference's own modules."""
     T, table = tokens.size(1), next(p for name, p in ref.named_parameters() if name.startswith("pos_emb."))
 
-    def logits(pos=True, shift=0, scale=1.0, causal=True, final_norm=True, blocks=None):
+    def logits(pos=True, shift=0, scale=1.0, causal=True, final_norm=True, blocks=None, mask=None):
         x = ref.tok_emb(tokens) * scale
         if pos:
             x = x + table[torch.arange(shift, T + shift).clamp(max=len(table) - 1)]
         for block in blocks or ref.blocks:
-            x = block(x, causal=causal)
+            x = block(x, mask, causal=causal and mask is None)
         return ref.lm_head(ref.norm(x) if final_norm else x)
 
     return [(logits(pos=False), "add the position embeddings: x = tok_emb(tokens) + pos_emb(torch.arange(T))."),
@@ -73,7 +76,9 @@ def _variants(ref: GPT, tokens) -> list:
              "sqrt(d_model)."),
             (logits(shift=1), "positions count from 0: torch.arange(T)."),
             (logits(blocks=[ref.blocks[-1]] * len(ref.blocks)), "each layer needs its own block: build n_layers "
-             "PreLNBlocks, not [block] * n_layers (one block, shared).")]
+             "PreLNBlocks, not [block] * n_layers (one block, shared)."),
+            (logits(mask=~causal_mask(T)), "your causal mask is inverted: the course's masks are True = may attend "
+             "(torch.nn.Transformer's are True = blocked). Pass causal=True, or the mask causal_mask(T).")]
 
 
 def _close(c: Checker, got, want, case: str, variants, meaning: str = "(B, T, vocab_size)") -> None:
