@@ -1,7 +1,7 @@
 """pytest configuration shared by the unit tests and the notebook runs (nbval).
 
 `pytest` on its own runs everything in fast mode: notebooks shrink their sizes but keep every code
-path and still assert their results. Set COURSE_FAST=0 to execute the notebooks at CPU size (GPU size on CUDA).
+path and still assert their results. Set COURSE_SIZE=cpu (or gpu) to execute the notebooks at that size instead.
 """
 
 import os
@@ -13,7 +13,7 @@ CHINESE = ROOT / "notebooks" / "zh"
 # notebook runs under nbval, to show that a generated file executes; the others are not collected.
 CHINESE_EXECUTED = {CHINESE / "01_scaled_dot_product_attention.ipynb"}
 
-os.environ.setdefault("COURSE_FAST", "1")  # kernels started by nbval inherit this
+os.environ.setdefault("COURSE_SIZE", "fast")  # kernels started by nbval inherit this
 # pytest runs two test files at a time (-n 2 in pyproject.toml): one thread each keeps two kernels from
 # fighting over the same cores (two threads per kernel on a busy 2-core machine run many times slower).
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -83,9 +83,9 @@ def test_train_rejects_bad_arguments():
 
 
 def test_runtime_helpers(monkeypatch):
-    monkeypatch.setenv("COURSE_FAST", "1")
+    monkeypatch.setenv("COURSE_SIZE", "fast")
     assert fast_mode() and choose(fast=1, cpu=2, cuda=3) == 1
-    monkeypatch.setenv("COURSE_FAST", "0")
+    monkeypatch.delenv("COURSE_SIZE", raising=False)
     assert not fast_mode() and choose(fast=1, cpu=2, cuda=3, device="cpu") == 2
     assert choose(fast=1, cpu=2, cuda=3, device="cuda") == 3
     assert get_device("cpu").type == "cpu" and get_device().type in {"cpu", "cuda", "mps"}
