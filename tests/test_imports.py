@@ -15,6 +15,7 @@ SHARED = Path(__file__).resolve().parent.parent / "shared"
 # The layers in order (README, "The notebooks"). A module imports only its own layer and the layers before it.
 LAYERS = {
     "base": {"validation", "runtime", "files", "history"},
+    "tokenization": {"tokenization"},  # text -> token ids (Part II); from the base only
     "model": {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer",
               "gpt", "fast_attention"},
     "training": {"training", "checkpoint", "distributed"},
