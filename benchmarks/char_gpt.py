@@ -43,6 +43,7 @@ from shared.distributed import PRECISIONS, Precision, Ranks, distributed, shard_
 from shared.gpt import GPT, GPTConfig  # noqa: E402
 from shared.history import History  # noqa: E402
 from shared.kv_cache import kv_cache_bytes  # noqa: E402
+from shared.muon import bf16_is_native  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
 from shared.training import lm_loss, make_adamw, make_muon, train, warmup_cosine  # noqa: E402
 
@@ -157,10 +158,11 @@ def main(ranks: Ranks | None = None) -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help=f"override a shape setting or a model option ({', '.join(MODEL_OPTIONS)})")
     parser.add_argument("--optimizer", choices=("adamw", "muon"), default="adamw",
-                        help="muon: torch.optim.Muon on the blocks' 2-D weights, AdamW (at the shape's lr) on the rest")
+                        help="muon: Muon (shared.muon, torch.optim.Muon's algorithm) on the blocks' 2-D weights, AdamW "
+                             "(at the shape's lr) on the rest")
     parser.add_argument("--muon-lr", type=float, default=None, help="Muon's peak lr (default: the shape's lr)")
     parser.add_argument("--adjust-lr-fn", choices=("match_rms_adamw", "original"), default="match_rms_adamw",
-                        help="how torch.optim.Muon scales its lr per matrix shape")
+                        help="how Muon scales its lr per matrix shape")
     parser.add_argument("--muon-momentum", type=float, default=0.95, help="Muon's Nesterov momentum")
     parser.add_argument("--target-loss", type=float, default=None,
                         help="report the training seconds until the whole-split validation loss first reaches this")
@@ -207,8 +209,9 @@ def main(ranks: Ranks | None = None) -> None:
         muon_lr = shape["lr"] if args.muon_lr is None else args.muon_lr
         optimizer = make_muon(model, lr=muon_lr, adamw_lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99),
                               momentum=args.muon_momentum, adjust_lr_fn=args.adjust_lr_fn)
+        ns_dtype = optimizer.muon.dtype_for(ranks.device)  # bfloat16 where native, else float32
         optim = dict(optimizer="muon", muon_lr=muon_lr, adamw_lr=shape["lr"], adjust_lr_fn=args.adjust_lr_fn,
-                     muon_momentum=args.muon_momentum)
+                     muon_momentum=args.muon_momentum, newton_schulz_dtype=str(ns_dtype).removeprefix("torch."))
     else:
         optimizer = make_adamw(model, lr=shape["lr"], weight_decay=0.1, betas=(0.9, 0.99))
         optim = dict(optimizer="adamw", adamw_lr=shape["lr"])
@@ -269,6 +272,8 @@ def main(ranks: Ranks | None = None) -> None:
         "config": asdict(config),
         "optim": {**{k: shape[k] for k in ("batch_size", "lr", "warmup")}, **optim},
         "threads": torch.get_num_threads(),
+        "bf16_native": bf16_is_native(ranks.device),  # Muon's Newton-Schulz dtype is in "optim"
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
         "command": command_line(sys.argv[1:]),
         "load_average_start": loadavg_start,

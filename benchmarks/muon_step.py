@@ -8,17 +8,21 @@ AdamW, ...) so that a busy machine slows both alike, and reports medians in mill
 - `train_step`: a whole training step (zero_grad, forward, backward, clipping, optimizer step) on a real batch
   (--batch-size: Newton-Schulz costs the same for any batch, so a bigger batch makes it a smaller share);
 - `optimizer_step`: the optimizer step alone, on fixed real gradients (make_adamw against make_muon);
-- where Muon's time goes: Newton-Schulz (torch's own `_zeropower_via_newtonschulz`, bfloat16) per matrix shape,
-  times the number of matrices of that shape, and the same iteration in float32 and batched over the matrices
-  of one shape with bmm. These last two are diagnostics only: torch.optim.Muon takes 2-D parameters one at a
-  time (its constructor refuses any other, and it has no foreach path), so it cannot group same-shape matrices
-  without changing the optimizer, and float32 would change its numbers.
+- where Muon's time goes: Newton-Schulz (shared.muon.newton_schulz, one matrix at a time as the optimizer runs
+  it) per matrix shape, times the number of matrices of that shape, in bfloat16 (torch.optim.Muon's only dtype)
+  and in float32, and batched over the matrices of one shape (a diagnostic: the optimizer takes them one by one).
+- which dtype make_muon's Muon iterated in (`newton_schulz_dtype`: bfloat16 where `bf16_native`, else float32).
+
+Without native bfloat16 (an AVX2-only CPU; to imitate one on a CPU that has it, run with
+ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2), bfloat16 matmuls are emulated and many times slower:
+`--newton-schulz-dtype bfloat16` forces torch.optim.Muon's choice to show what it costs there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,7 +30,6 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from torch.optim._muon import DEFAULT_A, DEFAULT_B, DEFAULT_C, DEFAULT_NS_STEPS, EPS, _zeropower_via_newtonschulz
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,10 +38,11 @@ from char_gpt import MODEL_OPTIONS, SHAPES, git_commit, load_average  # noqa: E4
 
 from shared.distributed import Precision  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
+from shared.muon import bf16_is_native, newton_schulz  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare  # noqa: E402
 from shared.training import lm_loss, make_adamw, make_muon  # noqa: E402
 
-COEFFICIENTS = (DEFAULT_A, DEFAULT_B, DEFAULT_C)
+DTYPES = {"auto": None, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -62,20 +66,7 @@ def interleaved_ms(fns: dict, repeats: int, warmup: int = 3) -> dict[str, float]
     return {name: round(1000 * statistics.median(t), 3) for name, t in times.items()}
 
 
-def batched_newton_schulz(g: torch.Tensor) -> torch.Tensor:
-    """torch's iteration on a stack (k, A, B) of same-shape matrices at once (a diagnostic, not used to train)."""
-    x = g.bfloat16()
-    if g.size(-2) > g.size(-1):
-        x = x.mT
-    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=EPS)
-    a, b, c = COEFFICIENTS
-    for _ in range(DEFAULT_NS_STEPS):
-        gram = x @ x.mT
-        x = torch.baddbmm(x, torch.baddbmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.mT if g.size(-2) > g.size(-1) else x
-
-
-def measure(threads: int, repeats: int, batch_size: int | None = None) -> dict:
+def measure(threads: int, repeats: int, batch_size: int | None = None, ns_dtype: torch.dtype | None = None) -> dict:
     torch.set_num_threads(threads)
     shape = dict(SHAPES["modern"], **({} if batch_size is None else {"batch_size": batch_size}))
     text = load_tiny_shakespeare()
@@ -89,8 +80,8 @@ def measure(threads: int, repeats: int, batch_size: int | None = None) -> dict:
     for name, make in (("adamw", make_adamw), ("muon", make_muon)):
         torch.manual_seed(0)
         model = GPT(config)
-        optimizer = make(model, lr=shape["lr"])
-        runs[name] = (model, optimizer)
+        options = dict(newton_schulz_dtype=ns_dtype) if name == "muon" else {}
+        runs[name] = (model, make(model, lr=shape["lr"], **options))
 
     def train_step(name):
         model, optimizer = runs[name]
@@ -107,20 +98,22 @@ def measure(threads: int, repeats: int, batch_size: int | None = None) -> dict:
     optim = interleaved_ms({name: runs[name][1].step for name in runs}, 4 * repeats)
 
     matrices = runs["muon"][1].muon.param_groups[0]["params"]
+    ns_used = runs["muon"][1].muon.dtype_for(matrices[0].device)
     shapes = Counter(tuple(p.shape) for p in matrices)
     per_shape = []
     for (rows, cols), count in shapes.items():
         g = torch.randn(rows, cols)
         stack = torch.randn(count, rows, cols)
-        ns = median_ms(lambda g=g: _zeropower_via_newtonschulz(g, COEFFICIENTS, DEFAULT_NS_STEPS, EPS), 4 * repeats)
-        fp32 = median_ms(lambda g=g: _ns_fp32(g), 4 * repeats)
-        batched = median_ms(lambda stack=stack: batched_newton_schulz(stack), 4 * repeats)
-        per_shape.append(dict(shape=[rows, cols], count=count, ns_ms=round(ns, 4), ns_total_ms=round(ns * count, 3),
-                              ns_fp32_ms=round(fp32, 4), batched_ns_total_ms=round(batched, 3)))
-    ns_total = sum(s["ns_total_ms"] for s in per_shape)
+        ns = interleaved_ms({"bf16": lambda g=g: newton_schulz(g, dtype=torch.bfloat16),
+                             "fp32": lambda g=g: newton_schulz(g, dtype=torch.float32),
+                             "batched": lambda stack=stack: newton_schulz(stack, dtype=ns_used)}, 4 * repeats)
+        per_shape.append(dict(shape=[rows, cols], count=count, ns_bf16_ms=round(ns["bf16"], 4),
+                              ns_fp32_ms=round(ns["fp32"], 4), batched_ns_total_ms=round(ns["batched"], 3)))
+    ns_key = "ns_bf16_ms" if ns_used == torch.bfloat16 else "ns_fp32_ms"
+    ns_total = sum(s[ns_key] * s["count"] for s in per_shape)
     # Newton-Schulz's FLOPs: per iteration on an m x n matrix (m <= n, after the transpose) X Xᵀ: 2m²n,
     # the Gram matrix squared: 2m³, and that times X: 2m²n; against ~6 x parameters x tokens for forward + backward
-    ns_flops = sum(DEFAULT_NS_STEPS * (4 * min(p.shape) ** 2 * max(p.shape) + 2 * min(p.shape) ** 3) for p in matrices)
+    ns_flops = sum(5 * (4 * min(p.shape) ** 2 * max(p.shape) + 2 * min(p.shape) ** 3) for p in matrices)
     weights = sum(p.numel() for n, p in runs["muon"][0].named_parameters() if n.startswith("blocks."))
     tokens = shape["batch_size"] * config.block_size
     return dict(
@@ -133,23 +126,14 @@ def measure(threads: int, repeats: int, batch_size: int | None = None) -> dict:
         optimizer_step_ms=optim,
         optimizer_step_ratio=round(optim["muon"] / optim["adamw"], 3),
         muon_matrices=len(matrices),
+        newton_schulz_dtype=str(ns_used).removeprefix("torch."),  # what make_muon's Muon iterated in
         newton_schulz=per_shape,
-        newton_schulz_total_ms=round(ns_total, 3),
+        newton_schulz_total_ms=round(ns_total, 3),  # in that dtype
+        newton_schulz_bf16_total_ms=round(sum(s["ns_bf16_ms"] * s["count"] for s in per_shape), 3),
         newton_schulz_fp32_total_ms=round(sum(s["ns_fp32_ms"] * s["count"] for s in per_shape), 3),
         newton_schulz_batched_total_ms=round(sum(s["batched_ns_total_ms"] for s in per_shape), 3),
         extra_ms_per_step=round(train["muon"] - train["adamw"], 3),
     )
-
-
-def _ns_fp32(g: torch.Tensor) -> torch.Tensor:
-    """torch's iteration with float32 matmuls instead of bfloat16 (a diagnostic of what bfloat16 costs here)."""
-    x = g.T if g.size(0) > g.size(1) else g
-    x = x / x.norm().clamp(min=EPS)
-    a, b, c = COEFFICIENTS
-    for _ in range(DEFAULT_NS_STEPS):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if g.size(0) > g.size(1) else x
 
 
 def main() -> None:
@@ -157,11 +141,16 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch thread counts to try")
     parser.add_argument("--repeats", type=int, default=40, help="interleaved training steps per optimizer")
     parser.add_argument("--batch-size", type=int, default=None, help="sequences per step (default: the shape's 12)")
+    parser.add_argument("--newton-schulz-dtype", choices=list(DTYPES), default="auto",
+                        help="Muon's iteration dtype (auto: bfloat16 where native, else float32; bfloat16: "
+                             "torch.optim.Muon's)")
     args = parser.parse_args()
     loadavg_start, (commit, dirty) = load_average(), git_commit()
     started = time.perf_counter()
-    results = [measure(t, args.repeats, args.batch_size) for t in args.threads]
+    results = [measure(t, args.repeats, args.batch_size, DTYPES[args.newton_schulz_dtype]) for t in args.threads]
     print(json.dumps(dict(benchmark="muon_step", shape="modern", repeats=args.repeats, results=results,
+                          bf16_native=bf16_is_native("cpu"), cpu_capability=torch.backends.cpu.get_cpu_capability(),
+                          onednn_max_cpu_isa=os.environ.get("ONEDNN_MAX_CPU_ISA"),
                           wall_seconds=round(time.perf_counter() - started, 1), load_average_start=loadavg_start,
                           load_average_end=load_average(),
                           command=" ".join(["python", "benchmarks/muon_step.py", *sys.argv[1:]]),

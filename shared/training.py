@@ -29,6 +29,7 @@ from .distributed import (
     current_ranks,
 )
 from .history import History
+from .muon import Muon
 from .runtime import eval_mode
 from .validation import (
     check_betas,
@@ -136,7 +137,11 @@ class MuonWithAdamW:
 
     def __repr__(self) -> str:
         count = lambda opt: sum(len(g["params"]) for g in opt.param_groups)  # noqa: E731
-        return f"MuonWithAdamW(Muon: {count(self.muon)} matrices, AdamW: {count(self.adamw)} tensors)"
+        ns = ""
+        if isinstance(self.muon, Muon):  # the dtype its Newton-Schulz takes on the matrices' device
+            first = self.muon.param_groups[0]["params"][0]
+            ns = f", Newton-Schulz in {str(self.muon.dtype_for(first.device)).removeprefix('torch.')}"
+        return f"MuonWithAdamW(Muon: {count(self.muon)} matrices{ns}, AdamW: {count(self.adamw)} tensors)"
 
     @property
     def param_groups(self) -> list[dict]:
@@ -177,8 +182,10 @@ def make_muon(
     betas=(0.9, 0.95),
     momentum: float = 0.95,
     adjust_lr_fn: str = "match_rms_adamw",
+    newton_schulz_dtype: torch.dtype | None = None,
 ) -> MuonWithAdamW:
-    """torch.optim.Muon for the 2-D weights inside `model.blocks`, AdamW for every other parameter.
+    """Muon (shared.muon.Muon: torch.optim.Muon's algorithm) for the 2-D weights inside `model.blocks`, AdamW for
+    every other parameter.
 
     Where each parameter goes (shared.gpt.GPT):
     - Muon (Jordan et al. 2024): each 2-D weight inside the blocks, i.e. the attention projections
@@ -202,7 +209,9 @@ def make_muon(
       an RMS of 0.2, about that of AdamW's updates, so AdamW's learning rate and weight decay carry over.
     - "original" (Jordan et al.): lr * sqrt(max(1, A / B)), which wants a larger lr (0.02 in their code).
     Muon decays a matrix by lr * weight_decay (the unscaled lr) per step, as AdamW does; `momentum` is
-    its Nesterov momentum. Returns one MuonWithAdamW, which train() and the checkpoints use as one optimizer.
+    its Nesterov momentum. newton_schulz_dtype None iterates in bfloat16 where the device has it natively (as
+    torch.optim.Muon always does) and in float32 where bfloat16 would be emulated (shared.muon.bf16_is_native).
+    Returns one MuonWithAdamW, which train() and the checkpoints use as one optimizer.
     """
     check_finite("lr", lr, 0.0, " (Muon's peak learning rate)")
     adamw_lr = lr if adamw_lr is None else check_finite("adamw_lr", adamw_lr, 0.0, " (AdamW's peak learning rate)")
@@ -222,8 +231,8 @@ def make_muon(
     matrices = [p for p in params if id(p) in hidden]
     if not matrices:
         raise ValueError("make_muon found no 2-D weights in model.blocks for Muon")
-    muon = torch.optim.Muon(matrices, lr=lr, weight_decay=weight_decay, momentum=momentum,
-                            adjust_lr_fn=adjust_lr_fn)
+    muon = Muon(matrices, lr=lr, weight_decay=weight_decay, momentum=momentum, adjust_lr_fn=adjust_lr_fn,
+                newton_schulz_dtype=newton_schulz_dtype)
     others = [p for p in params if id(p) not in hidden]
     adamw = torch.optim.AdamW(_adamw_groups(model, others, weight_decay), lr=adamw_lr, betas=betas)
     return MuonWithAdamW(muon, adamw)

@@ -97,6 +97,7 @@ def test_newton_schulz_accepts_right_answers(capsys):
 def test_newton_schulz_reference_is_what_torch_muon_computes():
     """One torch.optim.Muon step with no momentum, decay or lr scaling moves a wide matrix by exactly NS(grad)."""
     from shared.exercises.modern import MUON_COEFFICIENTS, _reference_newton_schulz
+    from shared.muon import newton_schulz
 
     torch.manual_seed(0)
     weight = torch.nn.Parameter(torch.randn(8, 16))
@@ -105,6 +106,8 @@ def test_newton_schulz_reference_is_what_torch_muon_computes():
     torch.optim.Muon([weight], lr=1.0, momentum=0.0, nesterov=False, weight_decay=0.0, adjust_lr_fn="original").step()
     update = before - weight.detach()
     ours = _reference_newton_schulz(weight.grad, 5, MUON_COEFFICIENTS, 1e-7)
+    # with no mistake chosen, the mistakes' model computes the answer the checker expects: the course Muon's own
+    assert torch.allclose(ours, newton_schulz(weight.grad, 5, MUON_COEFFICIENTS, 1e-7), atol=1e-6)
     assert (update - ours).abs().max() < 0.05  # torch iterates in bfloat16: about 3 significant digits
     u, s, vh = torch.linalg.svd(weight.grad, full_matrices=False)
     singular = torch.linalg.svdvals(ours)

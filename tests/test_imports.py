@@ -18,7 +18,7 @@ LAYERS = {
     "tokenization": {"tokenization"},  # text -> token ids (Part II); from the base only
     "model": {"masks", "positions", "norms", "kv_cache", "attention", "explicit_attention", "layers", "transformer",
               "gpt", "fast_attention"},
-    "training": {"training", "checkpoint", "distributed"},
+    "training": {"training", "checkpoint", "distributed", "muon"},
     "tasks": {"reversal", "lengthgen", "shakespeare", "addition"},
     "generation": {"generation"},
     "tools": {"architecture", "plotting", "debug"},

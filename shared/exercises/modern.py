@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ..attention import repeat_kv
+from ..muon import MUON_COEFFICIENTS, newton_schulz
 from .feedback import Checker, exercise, random_tensor
 
 
@@ -17,12 +18,10 @@ def _reference_rms_norm(x, weight, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
 
-MUON_COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's quintic (a, b, c), from Jordan et al. 2024
-
-
 def _reference_newton_schulz(G, steps, coefficients, eps, normalise="each", back=True, gram="left", swap="mT"):
-    """Newton-Schulz on every matrix of G (..., m, n), in G's dtype; the keyword arguments make the usual mistakes
-    (swap="all": the transposes reverse every dimension, as `.T` does)."""
+    """The usual mistakes in Newton-Schulz on every matrix of G (..., m, n), in G's dtype, made by the keyword
+    arguments (swap="all": the transposes reverse every dimension, as `.T` does). The right answer is
+    shared.muon.newton_schulz, which the course's Muon runs; with no keyword this computes the same."""
     a, b, c = coefficients
     if normalise == "each":
         X = G / G.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # every singular value <= 1
@@ -69,7 +68,7 @@ def check_newton_schulz(c: Checker) -> None:
     dot_t = (".T reverses EVERY dimension of a batch, mixing its matrices; transpose the last two with .mT (or "
              ".transpose(-2, -1)).")
     for case, (G, steps, coefficients) in cases.items():
-        expected = _reference_newton_schulz(G, steps, coefficients, eps)
+        expected = newton_schulz(G, steps, coefficients, eps)
         variants = [
             (_reference_newton_schulz(G, steps, coefficients, eps, normalise="none"),
              "divide each matrix by its norm first (G / G.norm(dim=(-2, -1), keepdim=True)): the iteration is "
@@ -102,7 +101,7 @@ def check_newton_schulz(c: Checker) -> None:
         low = (torch.bfloat16, torch.float16)
         if isinstance(got, torch.Tensor) and got.dtype != G.dtype:
             c.fail(case, f"output has dtype {got.dtype}, expected {G.dtype} (G's own).",
-                   "compute in G's dtype (torch.optim.Muon iterates in bfloat16 for speed, but this check compares "
+                   "compute in G's dtype (Muon iterates in bfloat16 where the hardware has it, but this check compares "
                    "to 4 digits)." if got.dtype in low else "return the result in G's dtype: X.to(G.dtype).")
         if (isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.isfinite(got).all()
                 and not torch.allclose(got, expected, atol=1e-4, rtol=1e-3)
