@@ -80,12 +80,13 @@ class MultiHeadAttention(nn.Module):
     kernel; with them it computes attention step by step with `scaled_dot_product_attention`.
     Options: n_kv_heads < n_heads is grouped-query attention (1: multi-query), H / n_kv_heads query heads
     share each key/value head; fused_qkv computes q, k and v with one matrix `w_qkv` (as GPT-2's `c_attn` does; the
-    same maths as three, an implementation choice); bias=False drops biases.
+    same maths as three, an implementation choice); bias=False drops biases; rope_base is RoPE's base (10,000
+    in the RoPE paper; a trained model names its own).
     """
 
     def __init__(
         self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rope: bool = False,
-        n_kv_heads: int | None = None, fused_qkv: bool = False, alibi: bool = False,
+        n_kv_heads: int | None = None, fused_qkv: bool = False, alibi: bool = False, rope_base: float = 10000.0,
     ) -> None:
         super().__init__()
         _check_heads(d_model, n_heads, dropout, bias)
@@ -96,7 +97,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.n_kv_heads, self.fused_qkv = n_kv_heads, fused_qkv
         self.dropout = dropout
-        self.rope = RotaryEmbedding(self.d_k) if rope else None  # rotates q and k of self-attention
+        self.rope = RotaryEmbedding(self.d_k, rope_base) if rope else None  # rotates q and k of self-attention
         if rope and alibi:
             raise ValueError("choose one position scheme: rope=True or alibi=True, not both")
         # ALiBi: one distance penalty per head (a non-persistent buffer: checkpoints do not change)

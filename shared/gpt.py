@@ -20,6 +20,7 @@ from .validation import (
     check_items,
     check_optional_positive_int,
     check_positive_ints,
+    check_positive_number,
     check_tokens,
 )
 
@@ -27,7 +28,8 @@ from .validation import (
 @dataclass
 class GPTConfig:
     """Sizes and options of a GPT. The defaults are GPT-2's block; norm, activation, n_kv_heads, bias and position
-    make it a Llama-style one. fused_qkv (one q|k|v matrix, as GPT-2's code has it) computes the same either way.
+    make it a Llama-style one (rope_base and norm_eps as a trained one names them, e.g. SmolLM2 in notebook 14).
+    fused_qkv (one q|k|v matrix, as GPT-2's code has it) computes the same either way.
 
     d_ff: FFN width, default 4 * d_model (GELU) or, for SwiGLU, round(2/3 * 4 * d_model), the same weight count.
     """
@@ -47,6 +49,8 @@ class GPTConfig:
     position: str = "learned"  # position scheme: one of POSITION_SCHEMES (see shared/positions.py)
     max_position: int | None = None  # ids 0..max_position-1 a positional table covers; None: block_size
     randomized_positions: bool = False  # training draws sorted random ids from 0..max_position-1 (Ruoss et al.)
+    rope_base: float = 10000.0  # RoPE's base: theta_i = rope_base^(-2i / d_k) (a trained model names its own)
+    norm_eps: float = 1e-5  # eps of every norm (under the square root)
 
     @property
     def ffn_width(self) -> int:
@@ -66,6 +70,9 @@ class GPTConfig:
         check_int("GPTConfig.max_position", self.n_positions, self.block_size, " (GPTConfig.block_size)")
         for name in ("fused_qkv", "bias", "randomized_positions"):
             check_bool(f"GPTConfig.{name}", getattr(self, name))
+        check_positive_number("GPTConfig.norm_eps", self.norm_eps)
+        if not _is_number(self.rope_base) or not math.isfinite(self.rope_base) or self.rope_base <= 1:
+            raise ValueError(f"GPTConfig.rope_base must be a finite number > 1, got {self.rope_base!r}")
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"GPTConfig.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
         if self.randomized_positions and self.position not in ("learned", "sinusoidal", "rope"):
@@ -76,6 +83,10 @@ class GPTConfig:
     def n_positions(self) -> int:
         """Size of the range of position ids (the positional table, or the randomized draw)."""
         return self.block_size if self.max_position is None else self.max_position
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class GPT(nn.Module):
@@ -91,10 +102,10 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(
             PreLNBlock(c.d_model, c.n_heads, c.ffn_width, c.dropout, c.activation, norm=c.norm, bias=c.bias,
                        n_kv_heads=c.n_kv_heads, fused_qkv=c.fused_qkv, rope=c.position == "rope",
-                       alibi=c.position == "alibi")
+                       alibi=c.position == "alibi", rope_base=c.rope_base, norm_eps=c.norm_eps)
             for _ in range(c.n_layers)
         )
-        self.norm = make_norm(c.norm, c.d_model, c.bias)
+        self.norm = make_norm(c.norm, c.d_model, c.bias, c.norm_eps)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # weight tying: one matrix reads and writes tokens
         self.apply(self._init_weights)

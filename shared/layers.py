@@ -106,18 +106,18 @@ class DecoderLayer(nn.Module):
 class PreLNBlock(nn.Module):
     """Pre-LN block (GPT-2): x = x + Attn(LN(x)); x = x + FFN(LN(x)). Trains without warm-up tricks.
 
-    Options for a Llama-style block: norm="rmsnorm", activation="swiglu", bias=False, and any
-    `MultiHeadAttention` option (n_kv_heads, fused_qkv, rope) as a keyword.
+    Options for a Llama-style block: norm="rmsnorm", activation="swiglu", bias=False, norm_eps, and any
+    `MultiHeadAttention` option (n_kv_heads, fused_qkv, rope, rope_base) as a keyword.
     """
 
     def __init__(
         self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, activation: str = "gelu", *,
-        norm: str = "layernorm", bias: bool = True, **attention_options,
+        norm: str = "layernorm", bias: bool = True, norm_eps: float = 1e-5, **attention_options,
     ):
         super().__init__()
-        self.norm1 = make_norm(norm, d_model, bias)
+        self.norm1 = make_norm(norm, d_model, bias, norm_eps)
         self.attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, **attention_options)
-        self.norm2 = make_norm(norm, d_model, bias)
+        self.norm2 = make_norm(norm, d_model, bias, norm_eps)
         self.ff = FeedForward(d_model, d_ff, dropout, activation, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.self_attn_weights = None

@@ -9,7 +9,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .validation import check_bool, check_choice, check_features, check_optional_positive_number, check_positive_int
+from .validation import (
+    check_bool,
+    check_choice,
+    check_features,
+    check_optional_positive_number,
+    check_positive_int,
+    check_positive_number,
+)
 
 NORMS = ("layernorm", "rmsnorm")
 
@@ -35,10 +42,14 @@ class RMSNorm(nn.Module):
         return f"{self.d_model}, eps={self.eps}"
 
 
-def make_norm(kind: str, d_model: int, bias: bool = True) -> nn.Module:
-    """'layernorm' -> nn.LayerNorm (with or without its bias) or 'rmsnorm' -> RMSNorm: (..., d_model) -> same."""
+def make_norm(kind: str, d_model: int, bias: bool = True, eps: float = 1e-5) -> nn.Module:
+    """'layernorm' -> nn.LayerNorm (with or without its bias) or 'rmsnorm' -> RMSNorm: (..., d_model) -> same.
+
+    eps: the small number added under the square root (1e-5, both layers' default; a trained model names its own).
+    """
     check_choice("norm", kind, NORMS)
     check_bool("bias", bias)  # rmsnorm has no bias, but a "no" must not pass silently there either
+    check_positive_number("eps", eps)
     if kind == "rmsnorm":
-        return RMSNorm(d_model)  # which checks d_model
-    return nn.LayerNorm(check_positive_int("d_model", d_model), bias=bias)
+        return RMSNorm(d_model, eps)  # which checks d_model
+    return nn.LayerNorm(check_positive_int("d_model", d_model), eps=eps, bias=bias)

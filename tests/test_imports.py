@@ -21,6 +21,7 @@ LAYERS = {
     "training": {"training", "checkpoint", "distributed", "muon"},
     "tasks": {"reversal", "lengthgen", "shakespeare", "addition"},
     "generation": {"generation"},
+    "pretrained": {"pretrained"},  # GGUF files -> gpt.GPT (Part II)
     "tools": {"architecture", "plotting", "debug"},
     "teaching": {"exercises", "explorers"},  # nothing else imports it
 }

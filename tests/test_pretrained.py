@@ -1,0 +1,151 @@
+"""shared.pretrained: dequantization equal to gguf's, the q/k permutation, GGUF -> GPT with every name and shape
+checked (small GGUF files written here), and the model options a trained Llama needs (rope_base, norm_eps)."""
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from shared.gpt import GPT, GPTConfig
+from shared.positions import apply_rope, rope_frequencies
+from shared.pretrained import (
+    config_from_gguf,
+    dequantize,
+    dequantize_q4_1,
+    dequantize_q8_0,
+    load_gpt,
+    metadata,
+    permute_qk,
+    read_gguf,
+    unpermute_qk,
+)
+from tests.pretrained_helpers import TINY, half_split_rope, tiny_tensors, write_gguf
+
+Q = gguf.GGMLQuantizationType
+
+
+@pytest.mark.parametrize("kind, ours", [(Q.Q4_1, dequantize_q4_1), (Q.Q8_0, dequantize_q8_0)])
+def test_dequantize_by_hand_equals_gguf(kind, ours):
+    w = np.random.default_rng(0).normal(0, 1, (5, 96)).astype(np.float32)
+    raw = gguf.quants.quantize(w, kind)  # (5, bytes per row)
+    expected = torch.from_numpy(gguf.quants.dequantize(raw, kind))
+    got = ours(torch.from_numpy(raw))
+    assert got.shape == (5, 96) and torch.equal(got, expected)
+    blocks = torch.from_numpy(w).reshape(-1, 32)
+    step = ((blocks.amax(1) - blocks.amin(1)) / 15 if kind == Q.Q4_1 else blocks.abs().amax(1) / 127)  # (n,)
+    error = (got.reshape(-1, 32) - blocks).abs().amax(1)  # rounding to the nearest level: half a step at most
+    assert (error <= 0.5 * step * 1.01).all()  # (1 %: the scale itself is rounded to float16)
+
+
+def test_q4_1_layout_scale_minimum_and_nibbles():
+    d, m = np.float16(0.5), np.float16(-2.0)
+    codes = np.arange(32) % 16  # weight j has code j % 16
+    packed = (codes[:16] | (codes[16:] << 4)).astype(np.uint8)  # low nibble weight j, high nibble weight j + 16
+    block = np.concatenate([np.array([d]).view(np.uint8), np.array([m]).view(np.uint8), packed])
+    got = dequantize_q4_1(torch.from_numpy(block))
+    assert torch.equal(got, torch.tensor(0.5 * codes - 2.0, dtype=torch.float32))
+
+
+def test_dequantize_refuses_bad_bytes():
+    with pytest.raises(ValueError, match="raw must be a uint8 tensor of whole 20-byte blocks"):
+        dequantize_q4_1(torch.zeros(21, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="34-byte"):
+        dequantize_q8_0(torch.zeros(34, dtype=torch.float32))
+
+
+def test_permutation_round_trip_and_k_heads():
+    w = torch.randn(2 * 8, 5)
+    assert torch.equal(unpermute_qk(permute_qk(w, 2), 2), w) and not torch.equal(permute_qk(w, 2), w)
+    assert torch.equal(permute_qk(w, 2)[:8, 0], w[[0, 4, 1, 5, 2, 6, 3, 7], 0])  # rows i and i + d_k/2 side by side
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        unpermute_qk(torch.randn(3 * 8, 5), 9)  # k has 3 heads: its head count is not the query's
+
+
+def test_permuted_rows_make_adjacent_pairs_rotate_as_half_split():
+    """permute_qk turns Llama's half-split rotation into the course's adjacent-pairs rotation, exactly in maths."""
+    torch.manual_seed(0)
+    n_heads, d_k, d_model, T = 2, 8, 6, 5
+    w, x, pos = torch.randn(n_heads * d_k, d_model), torch.randn(T, d_model), torch.arange(T)
+    published = (x @ w.T).view(T, n_heads, d_k).transpose(0, 1)  # (H, T, d_k)
+    ours = (x @ permute_qk(w, n_heads).T).view(T, n_heads, d_k).transpose(0, 1)
+    rotated = apply_rope(ours, pos, rope_frequencies(d_k, 500.0))
+    reference = half_split_rope(published, pos, 500.0)
+    torch.testing.assert_close(rotated @ rotated.transpose(-1, -2), reference @ reference.transpose(-1, -2))
+    wrong = apply_rope(published, pos, rope_frequencies(d_k, 500.0))  # published rows, adjacent pairs: the trap
+    assert not torch.allclose(wrong @ wrong.transpose(-1, -2), reference @ reference.transpose(-1, -2), atol=1e-3)
+
+
+def test_config_from_metadata(tmp_path):
+    reader = read_gguf(write_gguf(tmp_path / "tiny.gguf", tiny_tensors()))
+    c = config_from_gguf(reader)
+    assert (c.vocab_size, c.d_model, c.n_heads, c.n_kv_heads, c.d_ff, c.n_layers, c.block_size) == (
+        TINY["vocab"], TINY["d_model"], TINY["n_heads"], TINY["n_kv_heads"], TINY["d_ff"], TINY["n_layers"],
+        TINY["context"])
+    assert (c.norm, c.activation, c.position, c.bias, c.rope_base) == ("rmsnorm", "swiglu", "rope", False, 5000.0)
+    assert c.norm_eps == pytest.approx(1e-6) and config_from_gguf(reader, block_size=8).block_size == 8
+    assert metadata(reader)["llama.block_count"] == TINY["n_layers"]
+
+
+def test_load_copies_every_tensor(tmp_path):
+    tensors = tiny_tensors()
+    path = write_gguf(tmp_path / "tiny.gguf", tensors)
+    model = load_gpt(path)
+    assert not model.training and model.lm_head.weight is model.tok_emb.weight
+    params = dict(model.named_parameters())
+    reader = read_gguf(path)
+    for t in reader.tensors:
+        expected = torch.tensor(gguf.quants.dequantize(t.data, t.tensor_type)).reshape(params[name_of(t.name)].shape)
+        assert torch.equal(params[name_of(t.name)], expected), t.name
+        assert torch.equal(dequantize(t), expected)
+    assert model.blocks[0].norm1.eps == pytest.approx(1e-6) and model.blocks[0].attn.rope.base == 5000.0
+    assert model(torch.tensor([[1, 2, 3]])).shape == (1, 3, TINY["vocab"])
+
+
+def name_of(gguf_name: str) -> str:
+    from shared.pretrained import gguf_to_gpt_names
+
+    return gguf_to_gpt_names(TINY["n_layers"])[gguf_name]
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t.pop("blk.1.ffn_up.weight"), "no tensor 'blk.1.ffn_up.weight'"),
+    (lambda t: t.update({"blk.0.extra.weight": np.ones(4, np.float32)}), "tensor 'blk.0.extra.weight'"),
+    (lambda t: t.update({"output.weight": np.ones((64, 64), np.float32)}), "ties its output head"),
+    (lambda t: t.update({"blk.0.attn_k.weight": np.ones((64, 64), np.float32)}),
+     r"'blk.0.attn_k.weight' has shape \(64, 64\), but blocks.0.attn.w_k.weight needs \(32, 64\)"),
+])
+def test_refuses_missing_extra_or_misshapen_tensor(tmp_path, change, message):
+    tensors = tiny_tensors()
+    change(tensors)
+    with pytest.raises(ValueError, match=message):
+        load_gpt(write_gguf(tmp_path / "bad.gguf", tensors))
+
+
+def test_refuses_other_architecture_and_missing_file(tmp_path):
+    with pytest.raises(ValueError, match="general.architecture is 'gpt2'"):
+        load_gpt(write_gguf(tmp_path / "gpt2.gguf", tiny_tensors(), arch="gpt2"))
+    with pytest.raises(FileNotFoundError, match="fetch_registry_file"):
+        read_gguf(tmp_path / "absent.gguf")
+
+
+def test_nothing_copied_before_every_shape_checked(tmp_path):
+    tensors = tiny_tensors()
+    tensors["blk.1.ffn_down.weight"] = np.ones((64, 32), np.float32)  # the last block's, wrong
+    model = GPT(config_from_gguf(read_gguf(write_gguf(tmp_path / "ok.gguf", tiny_tensors()))))
+    before = model.tok_emb.weight.clone()
+    from shared.pretrained import load_gguf_weights
+
+    with pytest.raises(ValueError, match="blk.1.ffn_down.weight"):
+        load_gguf_weights(model, read_gguf(write_gguf(tmp_path / "bad.gguf", tensors)))
+    assert torch.equal(model.tok_emb.weight, before)
+
+
+def test_model_options_reach_the_layers():
+    model = GPT(GPTConfig(50, n_layers=1, d_model=32, n_heads=4, position="rope", norm="rmsnorm", rope_base=1e5,
+                          norm_eps=1e-6))
+    assert model.blocks[0].attn.rope.base == 1e5 and model.norm.eps == 1e-6 and model.blocks[0].norm2.eps == 1e-6
+    torch.testing.assert_close(model.blocks[0].attn.rope.inv_freq, rope_frequencies(8, 1e5))
+    assert GPT(GPTConfig(50, n_layers=1, d_model=32)).norm.eps == 1e-5  # the default is LayerNorm's own
+    for bad in (dict(rope_base=1.0), dict(rope_base=True), dict(norm_eps=0.0), dict(norm_eps=float("nan"))):
+        with pytest.raises(ValueError, match=f"GPTConfig.{next(iter(bad))}"):
+            GPTConfig(50, **bad)
