@@ -7,6 +7,7 @@
     python benchmarks/char_gpt.py --set norm=rmsnorm         # the default shape with one option changed
     python benchmarks/char_gpt.py --shape modern --optimizer muon   # Muon on the blocks' matrices, AdamW on the rest
     python benchmarks/char_gpt.py --shape modern --target-loss 1.886   # also: training seconds to reach val 1.886
+    python benchmarks/char_gpt.py --tokenizer bpe --vocab-size 1024   # byte-level BPE tokens (notebook 13)
 
 The learning-rate schedule (linear warm-up, then cosine) follows the clock, so the decay ends exactly
 when the time budget runs out. val_loss is measured over the WHOLE validation split. ms_per_step is the
@@ -16,6 +17,11 @@ mean over the run; ms_per_step_median is the median of the times between the sta
 --target-loss X evaluates the whole validation split every --eval-every steps (25 by default) until the loss
 first reaches X, and reports the training seconds at that evaluation (target_seconds): the evaluations are
 not on the training clock (train() times only its steps), and the schedule stays the one set for --seconds.
+--tokenizer bpe trains byte-level BPE (shared.tokenization) on the training split's text only (the first 90 % of
+the characters, the same split as the characters') and trains the same model on its tokens. A per-token loss is
+not comparable across vocabularies, so every line also reports bits_per_byte: the validation loss summed over the
+predicted tokens, in bits, divided by the bytes those tokens stand for. --sample-chars N adds N characters of
+text sampled from the trained model (temperature 0.8).
 The line also records the command, the optimizer and its learning rates, the load average before and after, and
 the commit.
 """
@@ -40,11 +46,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from shared.checkpoint import save_checkpoint  # noqa: E402
 from shared.distributed import PRECISIONS, Precision, Ranks, distributed, shard_batches, wrap  # noqa: E402
+from shared.generation.lm import generate  # noqa: E402
 from shared.gpt import GPT, GPTConfig  # noqa: E402
 from shared.history import History  # noqa: E402
 from shared.kv_cache import kv_cache_bytes  # noqa: E402
 from shared.muon import bf16_is_native  # noqa: E402
 from shared.shakespeare import CharTokenizer, block_batches, load_tiny_shakespeare, split_loss, train_val_split  # noqa: E402
+from shared.tokenization.train import train_tokenizer  # noqa: E402
 from shared.training import lm_loss, make_adamw, make_muon, train, warmup_cosine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +128,29 @@ class TargetWatch:
         return loss
 
 
+def tokenized_splits(text: str, kind: str, vocab_size: int):
+    """(tokenizer, train ids (N,), val ids (M,), val bytes predicted): the first 90 % of the characters train
+    (and, for "bpe", train the tokenizer), the rest validate; the first validation token is not predicted."""
+    n_train = int(0.9 * len(text))
+    if kind == "char":
+        tokenizer = CharTokenizer.from_text(text)
+        train_ids, val_ids = train_val_split(tokenizer.encode(text))  # the same cut: one token per character
+        first = tokenizer.decode(val_ids[:1]).encode("utf-8")
+    else:
+        tokenizer = train_tokenizer(text[:n_train], vocab_size)
+        train_ids, val_ids = (torch.tensor(tokenizer.encode(t), dtype=torch.long) for t in (text[:n_train],
+                                                                                             text[n_train:]))
+        first = tokenizer.decode_bytes(val_ids[:1].tolist())
+    return tokenizer, train_ids, val_ids, len(text[n_train:].encode("utf-8")) - len(first)
+
+
+def sample_text(model, tokenizer, n_chars: int, seed: int) -> str:
+    """`n_chars` characters sampled (temperature 0.8) after a newline."""
+    prompt = torch.tensor([tokenizer.encode("\n")], dtype=torch.long, device=next(model.parameters()).device)
+    out = generate(model, prompt, n_chars, temperature=0.8, generator=torch.Generator().manual_seed(seed))
+    return tokenizer.decode(out[0, 1:].tolist())[:n_chars]
+
+
 def command_line(argv: list[str]) -> str:
     """The command that reproduces this run, quoted so that a shell reads it back as the same arguments."""
     return shlex.join(["python", "benchmarks/char_gpt.py", *argv])
@@ -169,6 +200,10 @@ def main(ranks: Ranks | None = None) -> None:
     parser.add_argument("--eval-every", type=int, default=None,
                         help="evaluate the whole validation split every N steps, off the clock "
                              "(default: 25 with --target-loss, else never)")
+    parser.add_argument("--tokenizer", choices=("char", "bpe"), default="char",
+                        help="char: one token per character; bpe: byte-level BPE trained on the training split")
+    parser.add_argument("--vocab-size", type=int, default=1024, help="the BPE vocabulary (with --tokenizer bpe)")
+    parser.add_argument("--sample-chars", type=int, default=0, help="add this many characters of sampled text")
     parser.add_argument("--screen-margin", type=float, default=0.25,
                         help="with --target-loss, evaluate only once the logged training loss is within this of "
                              "the target (inf: always)")
@@ -195,8 +230,7 @@ def main(ranks: Ranks | None = None) -> None:
     torch.manual_seed(args.seed)
 
     text = load_tiny_shakespeare()
-    tokenizer = CharTokenizer.from_text(text)
-    train_tokens, val_tokens = train_val_split(tokenizer.encode(text))
+    tokenizer, train_tokens, val_tokens, val_bytes = tokenized_splits(text, args.tokenizer, args.vocab_size)
     options = {k: shape[k] for k in MODEL_OPTIONS if k in shape}
     try:
         config = GPTConfig(vocab_size=tokenizer.vocab_size, block_size=shape["block_size"],
@@ -243,7 +277,8 @@ def main(ranks: Ranks | None = None) -> None:
         model(val_tokens[None, : config.block_size].to(ranks.device), caches=caches)
     kv_bytes_per_token = kv_cache_bytes(caches) / config.block_size
     if args.save is not None:
-        save_checkpoint(args.save, model, config, extra={"chars": tokenizer.chars, "val_loss": val_loss})
+        extra = {"chars": tokenizer.chars} if args.tokenizer == "char" else {"bpe_vocab": tokenizer.vocab}
+        save_checkpoint(args.save, model, config, extra={**extra, "val_loss": val_loss})
 
     train_seconds = history.seconds[-1]
     seconds_at = dict(zip(history.step, history.seconds))
@@ -266,6 +301,11 @@ def main(ranks: Ranks | None = None) -> None:
         "train_loss_last": round(history.loss[-1], 4),
         "val_loss": round(val_loss, 4),
         "val_tokens": len(val_tokens) - 1,
+        "tokenizer": args.tokenizer,
+        "vocab_size": tokenizer.vocab_size,
+        "val_bytes": val_bytes,  # the bytes that the val_tokens predicted stand for
+        "bits_per_byte": round(val_loss * (len(val_tokens) - 1) / (math.log(2) * val_bytes), 4),
+        "train_tokens": len(train_tokens),
         "eval_seconds": round(eval_seconds, 2),
         "parameters": model.num_parameters(),
         "kv_cache_bytes_per_token": kv_bytes_per_token,
@@ -282,6 +322,8 @@ def main(ranks: Ranks | None = None) -> None:
         "commit_dirty": dirty,  # shared/ or benchmarks/ had changes not in that commit
         "seed": args.seed,
     }
+    if args.sample_chars:
+        result["sample"] = sample_text(model, tokenizer, args.sample_chars, args.seed)
     if eval_every:
         result.update(target_loss=args.target_loss, eval_every=eval_every,
                       target_step=hit[0] if hit else None, target_seconds=hit[1] if hit else None,
