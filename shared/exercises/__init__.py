@@ -1,4 +1,4 @@
-"""Exercise checkers for notebooks 01-12: `check_<name>(your_function) -> bool`, with friendly feedback.
+"""Exercise checkers for notebooks 01-12 and 15: `check_<name>(your_function) -> bool`, with friendly feedback.
 
 Each checker runs your function on seeded random and edge-case inputs (tiny sizes, T=1, fully masked rows,
 ties, p=1.0, k=1, ...), compares it with the course's reference and prints which case differs and why, with
@@ -26,6 +26,7 @@ from .block import (  # 05
 )
 from .capstone import check_addition_model, greedy_answers  # 12
 from .distributed import check_average_gradients, check_shard_for_rank  # 11
+from .fast_attention import check_online_softmax_step, check_tiled_forward  # 15
 from .generation import (  # 06, 08
     check_decoder_inputs,
     check_exact_match,
@@ -59,6 +60,7 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "10": [check_rms_norm, check_swiglu, check_repeat_kv, check_newton_schulz],
     "11": [check_shard_for_rank, check_average_gradients],
     "12": [check_addition_model],  # takes a trained model, not a function
+    "15": [check_online_softmax_step, check_tiled_forward],
 }
 
 __all__ = [name for name in dir() if name.startswith("check_")] + ["CHECKERS", "greedy_answers",
