@@ -16,6 +16,7 @@ from ..validation import check_int
 from .encoder import BPETokenizer
 from .merge import merge, pair_counts
 from .pretokenize import PRETOKENIZERS, split_special
+from .vocabularies import bytes_to_unicode
 
 
 def word_counts(text: str, pretokenizer: str = "gpt2", special_tokens=()) -> Counter:
@@ -46,6 +47,14 @@ def _add_token(vocab: dict[int, bytes], ids_of: dict[bytes, int], token: bytes) 
         ids_of[token] = len(vocab)
         vocab[len(vocab)] = token
     return ids_of[token]
+
+
+def printable_byte_ids() -> list[int]:
+    """The bytes numbered in the order of GPT-2's printable characters for them (bytes_to_unicode), as `tokenizers`'
+    trainer numbers its alphabet: byte b gets id printable_byte_ids()[b]."""
+    chars = bytes_to_unicode()
+    order = sorted(range(256), key=lambda b: chars[b])
+    return [order.index(b) for b in range(256)]
 
 
 def train_bpe_naive(words: Counter, vocab_size: int, special_tokens=(), byte_ids=None) -> tuple[dict[int, bytes], list]:
