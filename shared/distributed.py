@@ -23,6 +23,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .checkpoint import unwrap as unwrap  # re-exported: the plain model inside a DDP (or compile) wrapper
+from .muon import bf16_is_native
 from .runtime import get_device
 from .validation import (
     check_env_int,
@@ -166,7 +167,8 @@ def all_reduce_max(value: float) -> float:
 
 
 def auto_precision(device_type: str, bf16_supported: bool) -> str:
-    """What 'auto' picks: on CUDA bf16 where the GPU supports it (Ampere and later), else fp16; fp32 elsewhere.
+    """What 'auto' picks: on CUDA bf16 where the GPU has it in hardware (compute capability 8.0, Ampere, and later:
+    shared.muon.bf16_is_native), else fp16 with the GradScaler (a T4 is 7.5); fp32 elsewhere.
 
     CPUs get fp32 even where autocast accepts bf16: a CPU without native bf16 instructions can run bf16 matmuls
     several times slower than fp32 (notebook 11 times both on its CPU), and there is no memory to save that matters.
@@ -182,7 +184,8 @@ class Precision:
     def __init__(self, name: str = "auto", device: str | torch.device = "cpu") -> None:
         device_type = torch.device(device).type
         if name == "auto":
-            bf16 = device_type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            # not torch.cuda.is_bf16_supported(): by default it also says True where bf16 is emulated (a T4)
+            bf16 = device_type == "cuda" and torch.cuda.is_available() and bf16_is_native(device)
             name = auto_precision(device_type, bf16)
         if name not in PRECISIONS:
             raise ValueError(f"precision must be 'auto' or one of {PRECISIONS}, got {name!r}")

@@ -189,6 +189,20 @@ def test_precision_is_chosen_automatically_and_can_be_overridden():
         backward_micro_batches(nn.Linear(2, 2), None, torch.zeros(4, 2), 3, Precision("fp32"))
 
 
+@pytest.mark.parametrize("capability, expected",
+                         [((6, 1), "fp16"), ((7, 5), "fp16"), ((8, 0), "bf16"), ((9, 0), "bf16")])
+def test_auto_precision_on_cuda_picks_bf16_only_where_the_gpu_has_it(monkeypatch, capability, expected):
+    """bf16 needs CUDA capability 8.0 (Ampere) or later; a T4 (7.5) gets fp16 with the GradScaler, although
+    torch.cuda.is_bf16_supported() answers True there by default (it counts bf16 emulated in fp32)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # its default answer
+    precision = Precision("auto", "cuda")
+    assert precision.name == expected and precision.dtype == {"bf16": torch.bfloat16, "fp16": torch.float16}[expected]
+    assert (precision.scaler is not None) == (expected == "fp16")  # fp16 needs loss scaling, bf16 does not
+    assert Precision("auto", "cpu").name == "fp32"  # a CPU keeps fp32 whatever the GPU has
+
+
 @pytest.mark.parametrize("name", ["bf16", "fp16"])
 def test_mixed_precision_loss_matches_fp32(single, name):
     model = tiny_model()
