@@ -46,6 +46,7 @@ from .masks_and_positions import (  # 03, 04
 from .modern import check_newton_schulz, check_repeat_kv, check_rms_norm, check_swiglu  # 10
 from .pretrained import check_chatml_prompt, check_dequantize_q4_1, check_unpermute_qk  # 14
 from .position_schemes import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
+from .tokenization import check_bpe_encode, check_merge  # 13
 from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets, check_training_step  # 07
 
 CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
@@ -61,6 +62,7 @@ CHECKERS = {  # notebook -> its checkers, in the order the exercises appear
     "10": [check_rms_norm, check_swiglu, check_repeat_kv, check_newton_schulz],
     "11": [check_shard_for_rank, check_average_gradients],
     "12": [check_addition_model],  # takes a trained model, not a function
+    "13": [check_merge, check_bpe_encode],
     "14": [check_dequantize_q4_1, check_unpermute_qk, check_chatml_prompt],
     "15": [check_online_softmax_step, check_tiled_forward],
 }
