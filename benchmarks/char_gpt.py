@@ -146,7 +146,8 @@ def tokenized_splits(text: str, kind: str, vocab_size: int):
 
 def sample_text(model, tokenizer, n_chars: int, seed: int) -> str:
     """`n_chars` characters sampled (temperature 0.8) after a newline."""
-    prompt = torch.tensor([tokenizer.encode("\n")], dtype=torch.long, device=next(model.parameters()).device)
+    ids = torch.as_tensor(tokenizer.encode("\n"), dtype=torch.long)  # CharTokenizer gives a tensor, BPE a list
+    prompt = ids[None].to(next(model.parameters()).device)  # (1, T)
     out = generate(model, prompt, n_chars, temperature=0.8, generator=torch.Generator().manual_seed(seed))
     return tokenizer.decode(out[0, 1:].tolist())[:n_chars]
 
