@@ -196,6 +196,10 @@ def main(ranks: Ranks | None = None) -> None:
     parser.add_argument("--adjust-lr-fn", choices=("match_rms_adamw", "original"), default="match_rms_adamw",
                         help="how Muon scales its lr per matrix shape")
     parser.add_argument("--muon-momentum", type=float, default=0.95, help="Muon's Nesterov momentum")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="what --seconds and every time in the line count: wall seconds, or this process's CPU "
+                             "seconds (time.process_time; needs --threads 1): on a busy machine the CPU clock "
+                             "gives each run the same work whatever the load, and only the wall time grows")
     parser.add_argument("--target-loss", type=float, default=None,
                         help="report the training seconds until the whole-split validation loss first reaches this")
     parser.add_argument("--eval-every", type=int, default=None,
@@ -228,6 +232,10 @@ def main(ranks: Ranks | None = None) -> None:
             shape[key] = float(shape[key])
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.clock == "cpu":
+        if args.threads != 1:
+            parser.error(f"--clock cpu needs --threads 1 (one thread's CPU seconds), got --threads {args.threads}")
+        time.perf_counter = time.process_time  # train(), StepClock and this script all read it: now CPU seconds
     torch.manual_seed(args.seed)
 
     text = load_tiny_shakespeare()
@@ -313,6 +321,7 @@ def main(ranks: Ranks | None = None) -> None:
         "config": asdict(config),
         "optim": {**{k: shape[k] for k in ("batch_size", "lr", "warmup")}, **optim},
         "threads": torch.get_num_threads(),
+        "clock": args.clock,
         "bf16_native": bf16_is_native(ranks.device),  # Muon's Newton-Schulz dtype is in "optim"
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "torch": torch.__version__,
