@@ -1,6 +1,8 @@
 """The course website (ci/build_site.py), built once per test session into a temporary folder and read in a real
 browser: the home page, a notebook page per edition (figures, widgets' static figures, rendered maths, folded
-self-check answers), search in English and in Chinese, the language switch, and a crawl for broken local links.
+self-check answers), search in English and in Chinese (results, snippets quoting the page body, a status line in the
+page's language), one header bar, pages at a phone's width (no sideways scroll), the language switch (keeping the query
+and the place on the page), the favicon, and a crawl for broken local links.
 
 Needs the site's packages (pip install -r ci/requirements-site.txt) and, for the tests that open pages, Chromium and
 Playwright (see tests/test_browser.py); skipped with a reason where they are missing. The browser may fetch nothing
@@ -72,9 +74,11 @@ def browser(playwright):  # the session's Playwright driver (tests/conftest.py),
 
 @pytest.fixture
 def page(browser, server):
-    """A page that may load only from the local server; `page.outside` lists anything else it asked for."""
+    """A page that may load only from the local server; `page.outside` lists anything else it asked for, and
+    `page.missing` what the server did not have (a 404: a favicon.ico the browser asks for unprompted, say)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    outside = []
+    outside, missing = [], []
+    context.on("response", lambda response: missing.append(response.url) if response.status >= 400 else None)
 
     def only_local(route):
         if route.request.url.startswith(server) or route.request.url.startswith("data:"):
@@ -86,10 +90,11 @@ def page(browser, server):
     context.route("**/*", only_local)
     page = context.new_page()
     page.set_default_timeout(PAGE_S * 1000)
-    page.outside = outside
+    page.outside, page.missing = outside, missing
     yield page
     context.close()
     assert not outside, f"pages asked for the network: {outside}"
+    assert not missing, f"the site does not have: {missing}"
 
 
 def _stored_figures(notebook: Path) -> int:
@@ -157,6 +162,64 @@ def test_search_finds_the_notebooks(page, server, edition, query):
                 "位置编码": ["04_positional_encoding"]}[query]
     for name in expected:
         assert f"notebooks/{name}.html" in found, found
+    status = page.locator("#search-results .search-summary").inner_text()
+    assert bool(re.search(r"[\u4e00-\u9fff]", status)) == (edition == "zh"), status  # the page's own language
+
+
+def _article_text(page, url: str) -> str:
+    """The text of the article (the body, without the theme's menus) of the page at `url`, as served (maths as TeX,
+    not typeset), one space between words."""
+    return page.evaluate(f"""async url => {{ const html = await (await fetch(url)).text();
+        const article = new DOMParser().parseFromString(html, 'text/html').querySelector('{ARTICLE}');
+        article.querySelectorAll('.headerlink, script, style').forEach(e => e.remove());
+        return article.textContent.replace(/\\s+/g, ' ').trim(); }}""", url)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("edition", "query", "menu"), [("en", "attention", ("Light", "Dark", "Contents")),
+                                                        ("zh", "注意力", ("亮色", "暗色", "目录", "System Settings"))])
+def test_search_snippets_quote_the_page_body(page, server, edition, query, menu):
+    """Each result's snippet is text of that page's article, not the theme's buttons and contents list around it."""
+    prefix = "" if edition == "en" else "zh/"
+    page.goto(server + prefix + "search.html?q=" + urllib.parse.quote(query))
+    results = page.locator("#search-results ul.search li")
+    page.wait_for_function("() => document.querySelectorAll('#search-results ul.search li p.context').length >= 3")
+    shown = [(results.nth(i).locator("a").first.get_attribute("href"), results.nth(i).locator("p.context").inner_text())
+             for i in range(3)]
+    for href, snippet in shown:
+        assert not any(word in snippet for word in menu), (href, snippet)
+        body = _article_text(page, href)
+        assert query in snippet.lower() and snippet.strip(".").strip() in body, (href, snippet, body[:300])
+
+
+@pytest.mark.browser
+def test_one_header_bar_with_one_search_field(page, server):
+    """pydata-sphinx-theme 0.20 adds a header bar with its own search box unless navbar_persistent is set: the
+    site's pages have the book theme's article header only."""
+    page.goto(server + "notebooks/01_scaled_dot_product_attention.html")
+    assert page.evaluate("() => document.querySelector('#pst-header')?.getBoundingClientRect().height ?? 0") == 0
+    assert page.locator(".search-button-field:visible").count() == 1  # the one in the sidebar
+    assert page.locator(".bd-header-article:visible").count() == 1
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", ["notebooks/TEACHING.html", "zh/index.html", "notebooks/09_length_generalisation.html",
+                                  "notebooks/references.html"])
+def test_a_phone_never_scrolls_sideways(browser, server, path):
+    """At 390 px, long inline code (a sha256, a dotted torch path, a file path) wraps instead of widening the page."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(PAGE_S * 1000)
+        page.goto(server + path)
+        page.wait_for_load_state("load")
+        width, scroll = page.evaluate("() => [document.documentElement.clientWidth, "
+                                      "document.documentElement.scrollWidth]")
+        widest = page.locator(f"{ARTICLE} code.literal").evaluate_all(
+            "codes => Math.max(0, ...codes.map(c => c.getBoundingClientRect().right))")
+        assert width == 390 and scroll <= width and widest <= width, (path, width, scroll, widest)
+    finally:
+        context.close()
 
 
 def test_the_chinese_index_is_cut_into_words(site):
@@ -178,6 +241,35 @@ def test_language_switch_lands_on_the_same_page(page, server):
     page.goto(server + "zh/notebooks/solutions/03_solutions.html")
     page.click(".course-lang-switch")
     page.wait_for_url(server + "notebooks/solutions/03_solutions.html")
+
+
+@pytest.mark.browser
+def test_language_switch_keeps_the_query_and_the_place_on_the_page(page, server):
+    page.goto(server + "search.html?q=attention")
+    page.click(".course-lang-switch")
+    page.wait_for_url(server + "zh/search.html?q=attention")
+    page.wait_for_function("() => /\\d/.test(document.querySelector('#search-results .search-summary')"
+                           "?.textContent || '')")
+    sections = "() => [...document.querySelectorAll('article.bd-article section[id]')].map(s => s.id)"
+    page.goto(server + "notebooks/05_transformer_block.html#residual-connections")
+    index = page.evaluate(sections).index("residual-connections")
+    page.click(".course-lang-switch")  # the Chinese heading gives the section another id: found by its number
+    page.wait_for_url(re.compile(re.escape(server + "zh/notebooks/05_transformer_block.html") + "#.+"))
+    page.wait_for_function("() => window.scrollY > 0")
+    assert page.evaluate("() => decodeURIComponent(location.hash.slice(1))") == page.evaluate(sections)[index]
+    page.goto(server + "zh/index.html#cpu-gpu-and-colab")  # an id that both editions share is kept as it is
+    page.click(".course-lang-switch")
+    page.wait_for_url(server + "index.html#cpu-gpu-and-colab")
+
+
+@pytest.mark.browser
+def test_the_favicon_is_served(page, server):
+    """Every page names its icon, and /favicon.ico, which browsers ask for unprompted, exists (no 404)."""
+    page.goto(server + "zh/notebooks/01_scaled_dot_product_attention.html")
+    icon = page.locator("link[rel='icon']").get_attribute("href")
+    for url in (urllib.parse.urljoin(page.url, icon), server + "favicon.ico"):
+        response = page.request.get(url)
+        assert response.status == 200 and response.body()[:4] == b"\x00\x00\x01\x00", url  # an .ico file
 
 
 class _Links(html.parser.HTMLParser):

@@ -43,11 +43,15 @@ if REPOSITORY:  # GitHub Pages serves https://OWNER.github.io/NAME/ for github.c
 templates_path = [str(HERE / "_templates")]
 html_static_path = [str(HERE / "_static")]
 html_css_files = ["course-site.css"]
+html_js_files = [("course-site.js", {"defer": "defer"})]  # after Sphinx's scripts, before the search starts
+html_favicon = str(HERE / "_extra" / "favicon.ico")  # the pages' <link rel="icon">
+html_extra_path = [str(HERE / "_extra")]  # favicon.ico at the root too, where a browser asks for it unprompted
 html_last_updated_fmt = None
 html_theme_options = {
     "home_page_in_toc": True,
     "show_navbar_depth": 1,
     "use_download_button": True,
+    "navbar_persistent": [],  # pydata-sphinx-theme 0.20 otherwise adds a second, empty header bar with a search box
     "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
     "repository_url": REPOSITORY or "",
     "repository_branch": REF,
