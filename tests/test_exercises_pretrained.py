@@ -25,7 +25,7 @@ def test_dequantize_q4_1(capsys):
     accepts(ex.check_dequantize_q4_1, dequantize_q4_1, capsys)
     rejects(ex.check_dequantize_q4_1, q4_1(swap=True), capsys, "scale and the minimum are swapped")
     rejects(ex.check_dequantize_q4_1, q4_1(minimum=False), capsys, "add the minimum")
-    rejects(ex.check_dequantize_q4_1, q4_1(interleave=True), capsys, "not interleaved")
+    rejects(ex.check_dequantize_q4_1, q4_1(interleave=True), capsys, "not neighbours")
     rejects(ex.check_dequantize_q4_1, q4_1(centred=True, minimum=False), capsys, "not centred")
     rejects(ex.check_dequantize_q4_1, lambda b: torch.cat([b[4:] & 15, b[4:] >> 4]).float()[:16], capsys,
             "two weights")
