@@ -31,7 +31,8 @@ def _q4_1_mistakes(block: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
         (d * q, "add the minimum: Q4_1 stores w = d * q + m (Q4_0, without a minimum, is d * (q - 8))."),
         (d * (q - 8), "Q4_1's codes are not centred: w = d * q + m, with q in 0..15."),
         (d * torch.stack([low, high], 1).flatten().float() + m, "a byte's two nibbles are not neighbours: byte j holds "
-         "weight j in its low nibble and weight j + 16 in its high one, so all low nibbles come first (weights 0..15)."),
+         "weight j in its low nibble and weight j + 16 in its high one, so all low nibbles come first "
+         "(weights 0..15)."),
         (d * torch.cat([high, low]).float() + m, "the low nibble (x & 0x0F) is weight j, the high one (x >> 4) weight "
                                                  "j + 16: they are the other way round."),
     ]
