@@ -5,10 +5,11 @@
     python -m http.server -d build/site 8000            # then open http://127.0.0.1:8000/
 
 The English edition is at the root of DIR, the Chinese one under DIR/zh/, each with its own search index (the Chinese
-one segments words with jieba, so 注意力 is found). Every page links to the same page in the other edition. The site
-needs no network to build or to view: maths is rendered by the copy of MathJax that the PyPI package
-sphinx-mathjax-offline ships, the widgets show their static figures, and the Colab badge is a text link. --strict turns
-every Sphinx warning (a link that resolves to nothing, for one) into a failure; the tests build with it.
+one segments words with jieba, so 注意力 is found). Every page links to the same page in the other edition, keeping the
+search query and the place on the page (ci/site/_static/course-site.js, which also makes search snippets quote the
+page body). The site needs no network to build or to view: maths is rendered by the copy of MathJax that the PyPI
+package sphinx-mathjax-offline ships, the widgets show their static figures, and the Colab badge is a text link.
+--strict turns every Sphinx warning (a link that resolves to nothing, for one) into a failure; the tests build with it.
 
 Why plain Sphinx + myst-nb + sphinx-book-theme, and not Jupyter Book 1: Jupyter Book 1 is this same stack (it renders
 with myst-nb and sphinx-book-theme) behind its own configuration files, which it translates into a Sphinx

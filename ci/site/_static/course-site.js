@@ -51,14 +51,19 @@ function rememberSection(url) {
   const section = target && target.closest("section[id]");
   const all = sections();
   if (section && all.includes(section)) {
-    sessionStorage.setItem(SWITCH_KEY, JSON.stringify(
-      {path: url.pathname, id: id, index: all.indexOf(section), count: all.length}));
+    try {  // a browser that keeps no session storage (some private modes) just lands at the top of the page
+      sessionStorage.setItem(SWITCH_KEY, JSON.stringify(
+        {path: url.pathname, id: id, index: all.indexOf(section), count: all.length}));
+    } catch (error) {}
   }
 }
 
 function findSwitchedSection() {
-  const stored = sessionStorage.getItem(SWITCH_KEY);
-  sessionStorage.removeItem(SWITCH_KEY);
+  let stored = null;
+  try {
+    stored = sessionStorage.getItem(SWITCH_KEY);
+    sessionStorage.removeItem(SWITCH_KEY);
+  } catch (error) {}
   const id = decodeURIComponent(window.location.hash.slice(1));
   if (!stored || !id || document.getElementById(id)) return;  // nothing passed on, or the id exists here too
   const {path, id: from, index, count} = JSON.parse(stored);
