@@ -36,12 +36,17 @@ def vocabulary() -> dict:
 
 def encode_digits(digits: Sequence[int]) -> list[int]:
     """Digits 0-9 -> token ids 3-12; anything else (-1 would become EOS, 10 an id past the vocabulary) raises."""
+    return [d + DIGIT_OFFSET for d in _check_digit_values("digits", digits)]
+
+
+def _check_digit_values(name: str, digits: Sequence[int]) -> Sequence[int]:
+    """Return `digits` if every item is an int 0-9 (not a bool); else TypeError/ValueError naming `name`."""
     for d in digits:
         if not isinstance(d, Integral) or isinstance(d, bool):
-            raise TypeError(f"digits must be ints 0..9, got {d!r} ({type(d).__name__}) in {list(digits)}")
+            raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")
         if not 0 <= d <= 9:
-            raise ValueError(f"digits must be ints 0..9, got {d!r} in {list(digits)}")
-    return [d + DIGIT_OFFSET for d in digits]
+            raise ValueError(f"{name} must hold ints 0-9, got {d!r}")
+    return digits
 
 
 def decode_tokens(tokens: Sequence[int]) -> list[int]:
@@ -221,11 +226,7 @@ def check_digits(name: str, digits, model: nn.Module) -> list[int]:
         raise TypeError(f"{name} must be a list of ints 0-9, got {type(digits).__name__}")
     if not digits:
         raise ValueError(f"{name} must be a non-empty list of ints 0-9, got an empty list")
-    for d in digits:
-        if not isinstance(d, int) or isinstance(d, bool):
-            raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")
-        if not 0 <= d <= 9:
-            raise ValueError(f"{name} must hold ints 0-9, got {d!r}")
+    _check_digit_values(name, digits)
     if len(digits) > limit:
         raise ValueError(f"{name} may hold at most {limit} digits for this model, got {len(digits)} "
                          f"(the limit of its positions: {_position_limit(model)})")
