@@ -215,3 +215,44 @@ def plot_kv_cache(prompt_len: int, steps: int, n_heads: int, d_k: int, batch: in
     fig.suptitle(f"one block, {n_heads} heads of d_k = {d_k}: each row adds one character", fontsize=12)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+def plot_tokens(rows: Sequence[tuple[str, Sequence[str]]], width: int = 64, ax=None, title: str = ""):
+    """Draw texts cut into tokens, one box per token in alternating colours: rows [(label, [piece, ...])].
+
+    A piece is the text a token completes (an empty piece: a token that ends inside a character, drawn as a thin
+    box). Spaces show as '·' and line breaks as '↵'; wide (e.g. Chinese) characters take two columns; each row wraps
+    at `width` columns.
+    """
+    import unicodedata
+
+    check_positive_int("width", width)
+    colours = ["#fde2a6", "#b9e0f5", "#d5f0c0", "#f7c9d9", "#e0d4f5", "#cdeee9"]
+    layout = []  # (row, line, column, columns, piece, colour)
+    line = 0
+    for r, (_, pieces) in enumerate(rows):
+        column = 0
+        for k, piece in enumerate(pieces):
+            shown = piece.replace(" ", "·").replace("\n", "↵")
+            cols = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in shown) or 0.3
+            if column + cols > width and column > 0:
+                line, column = line + 1, 0
+            layout.append((r, line, column, cols, shown, colours[k % len(colours)]))
+            column += cols
+        line += 2  # a blank line between rows
+    if ax is None:
+        _, ax = plt.subplots(figsize=(width * 0.16, 0.36 * line + 0.4))
+    starts = {}
+    for r, y, x, cols, shown, colour in layout:
+        starts.setdefault(r, y)
+        ax.add_patch(plt.Rectangle((x, -y - 0.85), cols, 0.8, facecolor=colour, edgecolor="white", linewidth=0.8))
+        ax.text(x + cols / 2, -y - 0.45, shown, ha="center", va="center", fontsize=9,
+                fontfamily=["DejaVu Sans Mono", "Noto Sans CJK SC", "Noto Sans CJK JP", "DejaVu Sans"])
+    for r, (label, pieces) in enumerate(rows):
+        ax.text(-1, -starts.get(r, 0) - 0.45, f"{label}\n{len(pieces)} tokens", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-0.5, width + 0.5)
+    ax.set_ylim(-line + 1, 0.3)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

@@ -82,6 +82,24 @@ class BPETokenizer:
                     ids += self.encode_word(word)
         return ids
 
+    def pieces(self, text: str) -> list[str]:
+        """The token boundaries of `text`: per token, the characters it completes ("" for a token that ends
+        inside a character's UTF-8 bytes, whose rest is in the next token)."""
+        pieces, pending = [], b""
+        for i in self.encode(text):
+            pending += self.decode_bytes([i])
+            whole = len(pending)  # cut after the last complete character
+            while whole > 0:
+                try:
+                    pieces.append(pending[:whole].decode("utf-8"))
+                    break
+                except UnicodeDecodeError:
+                    whole -= 1
+            else:
+                pieces.append("")
+            pending = pending[whole:]
+        return pieces
+
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """ids (n,) -> the bytes they stand for (special tokens as their UTF-8 text)."""
         out = []
