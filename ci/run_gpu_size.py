@@ -5,11 +5,14 @@
     python ci/run_gpu_size.py --save build/gpu_size  # also keep the executed notebooks there
 
 Each notebook runs top to bottom in its own kernel with COURSE_SIZE=gpu, from notebooks/ as pytest runs it; the
-stored notebooks are not changed. Its line holds: the notebook, pass or fail (and the failing cell and error), the
-wall time, the peak GPU memory its kernel allocated (torch.cuda.max_memory_allocated; the torchrun processes that
-notebook 11 starts are not included), its key results (the text printed by its cells tagged nbval-check-output,
-the checks that must print the same at every size) and the device, CUDA capability and torch version. Lines are
-appended to the results file, so a second run adds to the first. Without a CUDA device it refuses and runs nothing.
+stored notebooks are not changed, and their stored (CPU-size) outputs are cleared before the run, so every result
+is this run's. Its line holds: the notebook, pass or fail (and the failing cell and error: a failing cell, a cell
+over the timeout, a dying kernel), the wall time, the peak GPU memory its kernel allocated
+(torch.cuda.max_memory_allocated, read in the same kernel after the last cell ran, also after a failing one, e.g. out
+of memory; the torchrun processes that notebook 11 starts are not included), its key results (the text printed by
+the cells tagged nbval-check-output that ran, the checks that must print the same at every size) and the device,
+CUDA capability and torch version. Lines are appended to the results file, so a second run adds to the first; a
+failed notebook does not stop the others. Without a CUDA device it refuses and runs nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -26,6 +30,8 @@ NOTEBOOKS = ROOT / "notebooks"
 RESULTS = ROOT / "benchmarks" / "results" / "gpu_size.jsonl"
 CHECK_TAG = "nbval-check-output"
 PEAK_MARK = "GPU_SIZE_PEAK_BYTES="
+PEAK_TIMEOUT = 120  # seconds the measuring cell may take
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # a terminal colour code in a traceback
 PEAK_CELL = ("import torch as _torch\n"
              f"print('{PEAK_MARK}' + str(_torch.cuda.max_memory_allocated() if _torch.cuda.is_available() else -1))")
 
@@ -66,14 +72,15 @@ def output_text(cell: dict) -> str:
     return "".join(parts)
 
 
-def key_results(nb: dict) -> dict[str, str]:
-    """{cell index: printed text} for every cell tagged nbval-check-output, the results every size must print."""
-    return {str(i): output_text(cell).strip() for i, cell in enumerate(nb["cells"])
-            if cell["cell_type"] == "code" and CHECK_TAG in cell.get("metadata", {}).get("tags", [])}
+def key_results(nb: dict, ran: list[int]) -> dict[str, str]:
+    """{cell index: printed text} for every cell tagged nbval-check-output among the cells `ran` in this run, the
+    results every size must print (a cell after a failing one did not run, so it has no result)."""
+    return {str(i): output_text(nb["cells"][i]).strip() for i in ran if nb["cells"][i]["cell_type"] == "code"
+            and CHECK_TAG in nb["cells"][i].get("metadata", {}).get("tags", [])}
 
 
 def peak_bytes(nb: dict) -> int | None:
-    """The peak GPU memory printed by the cell this script appends (None if it did not run)."""
+    """The peak GPU memory printed by the measuring cell (None if it did not run, or found no CUDA device)."""
     for cell in reversed(nb["cells"]):
         for line in output_text(cell).splitlines() if cell["cell_type"] == "code" else []:
             if line.startswith(PEAK_MARK):
@@ -82,30 +89,60 @@ def peak_bytes(nb: dict) -> int | None:
     return None
 
 
+def message(err: Exception) -> str:
+    """The last line of an error's text (e.g. 'AssertionError: arithmetic'), without the terminal's colour codes."""
+    lines = ANSI.sub("", str(err)).strip().splitlines()
+    return (lines[-1] if lines else type(err).__name__)[:500]
+
+
+def measure_peak(client, nb) -> int | None:
+    """Run the measuring cell in `client`'s kernel (also after a failed cell) -> its peak GPU bytes, or None."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
+    client.timeout = PEAK_TIMEOUT
+    try:
+        client.execute_cell(nb.cells[-1], len(nb.cells) - 1)
+        return peak_bytes({"cells": [nb.cells[-1]]})
+    except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError):  # a dead or stuck kernel
+        return None
+    finally:
+        nb.cells.pop()  # the measuring cell is not the notebook's
+
+
 def run_notebook(path: pathlib.Path, timeout: int, save: pathlib.Path | None) -> dict:
-    """Execute `path` at GPU size in a fresh kernel; return its record (never raises for a failing cell)."""
+    """Execute `path` at GPU size in a fresh kernel; return its record (never raises for a failing cell or a dying
+    kernel). Only this run's outputs are read: the stored (CPU-size) outputs are cleared before it starts."""
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
-    nb.cells.append(nbformat.v4.new_code_cell(PEAK_CELL))
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})  # run from notebooks/, as pytest does
-    started, error = time.perf_counter(), None
-    try:
-        client.execute()
-    except (CellExecutionError, CellTimeoutError) as err:
-        failed = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and any(
-            o.get("output_type") == "error" for o in c.get("outputs", []))), None)
-        error = {"cell": failed, "error": type(err).__name__, "message": str(err).strip().splitlines()[-1][:500]}
-    wall = time.perf_counter() - started
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    timed_out = {"ename": "CellTimeoutError", "evalue": f"the cell ran over {timeout} s and was interrupted",
+                 "traceback": [f"CellTimeoutError: the cell ran over {timeout} s and was interrupted"]}
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", interrupt_on_timeout=True,
+                            error_on_timeout=timed_out,  # the kernel is interrupted, so the peak can still be read
+                            resources={"metadata": {"path": str(path.parent)}})  # from notebooks/, as pytest runs
+    started, error, ran = time.perf_counter(), None, []
+    with client.setup_kernel():
+        client.wait_for_reply(client.kc.kernel_info())
+        try:
+            for index, cell in enumerate(nb.cells):
+                ran.append(index)
+                client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+        except (CellExecutionError, CellTimeoutError, DeadKernelError) as err:
+            error = {"cell": ran[-1], "error": type(err).__name__, "message": message(err)}
+        wall = time.perf_counter() - started
+        peak = measure_peak(client, nb) if error is None or error["error"] != "DeadKernelError" else None
     record = {"notebook": path.name, "passed": error is None, "wall_seconds": round(wall, 1),
-              "peak_gpu_bytes": peak_bytes(nb), "key_results": key_results(nb)}
+              "peak_gpu_bytes": peak, "key_results": key_results(nb, ran)}
     if error:
         record["failure"] = error
     if save is not None:
-        nb.cells.pop()  # the appended measuring cell is not the notebook's
         save.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, save / path.name)
     return record
@@ -135,7 +172,13 @@ def main(argv: list[str] | None = None) -> int:
               "date": time.strftime("%Y-%m-%d")}
     failed = 0
     for path in notebooks:
-        record = {**run_notebook(path, args.timeout, args.save), **device}
+        try:
+            record = run_notebook(path, args.timeout, args.save)
+        except Exception as err:  # e.g. its kernel would not start: a failed line, and on to the next notebook
+            failure = {"cell": None, "error": type(err).__name__, "message": message(err)}
+            record = {"notebook": path.name, "passed": False, "wall_seconds": None, "peak_gpu_bytes": None,
+                      "key_results": {}, "failure": failure}
+        record = {**record, **device}
         failed += not record["passed"]
         line = json.dumps(record, ensure_ascii=False)
         if args.out == "-":
