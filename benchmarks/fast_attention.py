@@ -12,7 +12,10 @@ Memory: `shared.debug.peak_cpu_memory`, torch.profiler's allocation events summe
 held at once during the call, above what was allocated before it (the inputs, created beforehand, are not
 counted; the gradients dq, dk, dv are, alike for all three). It sees every allocation of torch's CPU allocator,
 and nothing else (not the interpreter, not pages malloc keeps): the check `calibration` allocates two known
-tensors and must read exactly their size. Times: one torch thread, the variants called in turn (plain, tiled, sdpa,
+tensors and must read exactly their size. As a second, independent reading, `rss_check` runs plain and tiled at
+the largest T, each in a fresh process, and reports the growth of its peak resident memory (Linux's VmHWM, reset
+just before the call) over the resident memory before it: that sees every page the process touched, torch's or
+not. Times: one torch thread, the variants called in turn (plain, tiled, sdpa,
 plain, ...) so that a busy machine slows each alike; medians in milliseconds. Block sizes are timed the same way,
 interleaved, at --sweep-t.
 """
@@ -23,6 +26,7 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -87,6 +91,36 @@ def calibration() -> dict:
     return dict(expected=6_000_000, measured=report.peak, exact=report.peak == 6_000_000)
 
 
+RSS_SCRIPT = """
+import sys, torch
+sys.path[:0] = [{root!r}, {here!r}]
+from fast_attention import inputs, variants
+torch.set_num_threads(1)
+x = inputs({T})
+fn = variants({block})[{name!r}]
+fn(*inputs(256))  # a first small call loads the kernels' code and workspaces, which are not what we measure
+def status(key):
+    return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith(key + ":"))
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak (VmHWM) to the current resident size
+before = status("VmRSS")
+fn(*x)
+print(status("VmHWM") - before)
+"""
+
+
+def rss_check(T: int, block: int) -> dict | None:
+    """Peak resident memory growth (bytes) of plain and tiled at T, each in a fresh process; None off Linux."""
+    if not Path("/proc/self/clear_refs").exists():
+        return None
+    here = Path(__file__).resolve().parent
+    found = {}
+    for name in ("plain", "tiled"):
+        code = RSS_SCRIPT.format(root=str(here.parent), here=str(here), T=T, block=block, name=name)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
+        found[name] = int(done.stdout.split()[-1])
+    return found
+
+
 def slope(xs: list[int], ys: list[int]) -> float:
     """Least-squares slope of log(y) against log(x): 1 for linear growth, 2 for quadratic."""
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
@@ -127,7 +161,7 @@ def main() -> None:
     print(json.dumps(dict(
         benchmark="fast_attention", d_k=D_K, heads=1, dtype="float32", causal=True, threads=1, T=sizes,
         memory_method="torch.profiler allocation events (shared.debug.peak_cpu_memory), bytes above the start",
-        calibration=calibration(), peak_bytes=peak,
+        calibration=calibration(), peak_bytes=peak, rss_check=rss_check(sizes[-1], best),
         log_log_slope={name: round(slope(sizes, ys), 3) for name, ys in peak.items()},
         plain_over_tiled_peak_at_max_t=round(ratio, 1), goal_20x_met=ratio >= 20,
         time_ms=times, block_sizes=args.blocks, block_ms_at_sweep_t=block_ms, sweep_t=args.sweep_t, best_block=best,
