@@ -13,7 +13,8 @@ CHINESE = ROOT / "notebooks" / "zh"
 # notebook runs under nbval, to show that a generated file executes; the others are not collected.
 CHINESE_EXECUTED = {CHINESE / "01_scaled_dot_product_attention.ipynb"}
 
-os.environ.setdefault("COURSE_SIZE", "fast")  # kernels started by nbval inherit this
+if not os.environ.get("COURSE_SIZE", "").strip():  # unset or empty (`COURSE_SIZE= pytest`): fast mode
+    os.environ["COURSE_SIZE"] = "fast"  # kernels started by nbval inherit this
 # pytest runs two test files at a time (-n 2 in pyproject.toml): one thread each keeps two kernels from
 # fighting over the same cores (two threads per kernel on a busy 2-core machine run many times slower).
 os.environ.setdefault("OMP_NUM_THREADS", "1")

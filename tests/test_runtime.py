@@ -1,5 +1,10 @@
 """shared.runtime: the run size (COURSE_SIZE) and the device (COURSE_DEVICE; MPS only when asked), without a GPU."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -98,3 +103,16 @@ def test_the_retired_course_fast_says_what_replaced_it(machine, monkeypatch, val
         fast_mode()
     with pytest.raises(ValueError, match="COURSE_FAST"):
         setup()
+
+
+@pytest.mark.parametrize("value, size", [(None, "fast"), ("", "fast"), ("  ", "fast"), ("cpu", "cpu")])
+def test_pytest_runs_fast_mode_when_course_size_is_unset_or_empty(value, size):
+    """conftest.py sets COURSE_SIZE for the notebooks' kernels: an empty value counts as unset, not as CPU size."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_SIZE"}
+    if value is not None:
+        env["COURSE_SIZE"] = value
+    done = subprocess.run([sys.executable, "-c", "import os, conftest; print(os.environ['COURSE_SIZE'])"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == size
