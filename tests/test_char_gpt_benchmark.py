@@ -50,3 +50,19 @@ def test_the_recorded_command_reads_back_as_the_same_arguments():
     argv = ["--shape", "modern", "--optimizer", "muon", "--save", "runs/my run.pt"]
     line = bench.command_line(argv)
     assert shlex.split(line) == ["python", "benchmarks/char_gpt.py", *argv]
+
+
+def test_char_and_bpe_splits_predict_the_same_validation_bytes():
+    """--tokenizer: both tokenizers cut the text at the same character, BPE is trained on the training part only,
+    and val_bytes counts the bytes the predicted tokens stand for (all but the first token's)."""
+    text = ("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n" * 30)[:2000]
+    val_text = text[int(0.9 * len(text)):]
+    char, char_train, char_val, char_bytes = bench.tokenized_splits(text, "char", 300)
+    bpe, bpe_train, bpe_val, bpe_bytes = bench.tokenized_splits(text, "bpe", 300)
+    assert char.decode(char_val) == val_text and bpe.decode(bpe_val.tolist()) == val_text
+    assert len(bpe_val) < len(char_val) and bpe.vocab_size == 300
+    first = len(bpe.decode_bytes(bpe_val[:1].tolist()))
+    assert char_bytes == len(val_text.encode()) - 1 and bpe_bytes == len(val_text.encode()) - first
+    tail = " zzzz" * 40  # the most frequent pair of the whole text, all of it in the validation part
+    unseen = bench.tokenized_splits(text[:1800] + tail, "bpe", 300)[0]  # the cut falls at 1,800
+    assert not any(b"zz" in token for token in unseen.vocab.values())  # merges come from the training part only
