@@ -5,6 +5,7 @@ bytes without a token, and bad input."""
 from collections import Counter
 
 import pytest
+import torch
 
 from shared.tokenization import (
     BPETokenizer,
@@ -144,6 +145,7 @@ def test_bad_input_is_named():
         tok.encode(b"bytes")
     with pytest.raises(ValueError, match=r"ids\[1\]"):
         tok.decode([1, 9999])
+    assert tok.decode(torch.tensor(tok.encode("the cat"))) == "the cat"  # a tensor of ids decodes too
     with pytest.raises(ValueError, match="vocab_size"):
         train_bpe(Counter({"ab": 1}), 100)
     with pytest.raises(ValueError, match="vocab_size"):

@@ -101,9 +101,9 @@ class BPETokenizer:
         return pieces
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """ids (n,) -> the bytes they stand for (special tokens as their UTF-8 text)."""
+        """ids (n,) (a list, or a 1-D tensor) -> the bytes they stand for (special tokens as their UTF-8 text)."""
         out = []
-        for position, i in enumerate(ids):
+        for position, i in enumerate(ids.tolist() if hasattr(ids, "tolist") else ids):
             if i in self.vocab:
                 out.append(self.vocab[i])
             elif i in self._special_text:
