@@ -2,10 +2,12 @@
 
 `NotebookCode(path)` parses the notebook's code cells. `value(name)` evaluates the first top-level assignment to
 `name`, in a namespace that holds the notebook's imports, `choose` returning its `cuda=` argument (the GPU size),
-`device` = the meta device (shapes without memory) and whatever earlier `value`/`define` calls bound; `define(name)`
-runs the notebook's own `def`/`class` of that name; `call_argument(function, i)` evaluates the i-th positional
-argument of the first call of `function`. So a test reads exactly what the notebook runs: a renamed setting fails
-the test with a message that says which name is gone, instead of a stale copy passing.
+`device` = the meta device (shapes without memory) and whatever earlier `value`/`define` calls bound; where the
+notebook binds `name` again later (`settings = dict(settings, batch_size=1024)`), it fails and names the statement.
+`define(name)` runs the notebook's own `def`/`class` of that name; `call_argument(function, i)` evaluates the i-th
+positional argument (or keyword i) of the first call of `function` that passes it; `calls(function)` lists every
+call, `evaluate(expression)` evaluates one of their arguments. So a test reads exactly what the notebook runs: a
+renamed setting fails the test with a message that says which name is gone, instead of a stale copy passing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import ast
 import json
 import pathlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -22,6 +26,35 @@ META = torch.device("meta")
 def gpu_size(*, fast, cpu, cuda, device=None):
     """shared.runtime.choose at GPU size."""
     return cuda
+
+
+@dataclass
+class Binding:
+    """A name bound at a notebook's top level and the statement that binds it."""
+
+    name: str
+    node: ast.AST
+
+
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+          ast.GeneratorExp)  # names bound inside these are not the notebook's top-level names
+
+
+def _bindings(node: ast.AST, statement: ast.AST | None = None) -> Iterator[Binding]:
+    """Every top-level name that `node` binds: assignment targets (also augmented, annotated, `for`, `with ... as`,
+    `:=`), imports, `del`, and the name of a top-level def or class; not names local to a function or comprehension."""
+    statement = node if isinstance(node, ast.stmt) else statement
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield Binding(node.name, statement)
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            yield Binding((alias.asname or alias.name).split(".")[0], statement)
+    if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+        yield Binding(node.id, statement)
+    if isinstance(node, SCOPES):
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _bindings(child, statement)
 
 
 class NotebookCode:
@@ -55,11 +88,25 @@ class NotebookCode:
                 names = [target.id] if isinstance(target, ast.Name) else [
                     e.id for e in getattr(target, "elts", []) if isinstance(e, ast.Name)]
                 if name in names:
+                    self._refuse_a_later_assignment(name, node)
                     value = eval(compile(ast.Expression(node.value), str(self.path), "eval"), self.namespace)
                     bound = dict(zip(names, value)) if len(names) > 1 else {name: value}
                     self.namespace.update(bound)
                     return bound[name]
         raise self._fail(f"top-level assignment to {name!r}")
+
+    def _refuse_a_later_assignment(self, name: str, first: ast.stmt) -> None:
+        """Fail when the notebook binds `name` again at top level after `first` (`settings = dict(settings, ...)`,
+        `for name in ...`, `name += ...`, an import as `name`): the first value would not be the one it runs."""
+        later = self.statements[self.statements.index(first) + 1:]
+        for node in later:
+            for bound in _bindings(node):
+                if bound.name == name:
+                    raise AssertionError(
+                        f"{self.path.name} assigns {name!r} again after the assignment tests/test_gpu_size.py reads "
+                        f"(in {ast.unparse(bound.node)[:100]!r}): the first value "
+                        "is not the one the notebook runs; read the setting where the notebook last sets it, or "
+                        "give the new value its own name in the notebook")
 
     def define(self, name: str):
         """Run the notebook's top-level `def name` or `class name`; return the function or class."""
@@ -69,10 +116,24 @@ class NotebookCode:
                 return self.namespace[name]
         raise self._fail(f"definition of {name!r}")
 
-    def call_argument(self, function: str, index: int):
-        """Evaluate positional argument `index` of the first call of `function` anywhere in the notebook."""
-        for node in self.statements:
-            for call in ast.walk(node):
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == function:
-                    return eval(compile(ast.Expression(call.args[index]), str(self.path), "eval"), self.namespace)
-        raise self._fail(f"call of {function}()")
+    def calls(self, function: str) -> list[ast.Call]:
+        """Every call of `function` (by its plain name) anywhere in the notebook, in order."""
+        found = [call for node in self.statements for call in ast.walk(node)
+                 if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == function]
+        if not found:
+            raise self._fail(f"call of {function}()")
+        return found
+
+    def evaluate(self, expression: ast.expr):
+        """The value of one expression of the notebook, in the namespace."""
+        return eval(compile(ast.Expression(expression), str(self.path), "eval"), self.namespace)
+
+    def call_argument(self, function: str, argument: int | str):
+        """Evaluate argument `argument` (a position or a keyword) of the first call of `function` that passes it."""
+        for call in self.calls(function):
+            if isinstance(argument, int) and len(call.args) > argument:
+                return self.evaluate(call.args[argument])
+            for keyword in call.keywords:
+                if keyword.arg == argument:
+                    return self.evaluate(keyword.value)
+        raise self._fail(f"call of {function}() with argument {argument!r}")
