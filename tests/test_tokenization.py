@@ -158,3 +158,24 @@ def test_bad_input_is_named():
         BPETokenizer(tok.vocab, [], special_tokens={"<|x|>": 3})  # 3 is a byte's id
     with pytest.raises(ValueError, match=r"merges\[0\]"):
         BPETokenizer({0: b"a"}, [(0, 0)])  # b"aa" is not in the vocabulary
+
+
+def test_pieces_cover_the_text_once_and_mark_tokens_inside_a_character(gpt2):
+    ours, _ = gpt2
+    text = "the cat 你好 👍🏽"
+    pieces = ours.pieces(text)
+    assert "".join(pieces) == text and len(pieces) == len(ours.encode(text))
+    assert "" in pieces  # GPT-2 cuts some of these characters' bytes over two tokens
+
+
+def test_plot_tokens_draws_one_box_per_token():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from shared.plotting import plot_tokens
+
+    ax = plot_tokens([("a", ["the", " cat", ""]), ("b", list("the cat"))], width=5)
+    assert len(ax.patches) == 3 + 7
+    matplotlib.pyplot.close(ax.figure)
+    with pytest.raises(ValueError, match="width"):
+        plot_tokens([("a", ["x"])], width=0)
