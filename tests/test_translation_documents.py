@@ -131,13 +131,13 @@ def test_a_changed_readme_number_fails_the_check_after_only_the_marker_is_bumped
     english = root / "README.md"
     bump_markers(root, english)  # a copy fresh to begin with, whatever the translators are doing meanwhile
     before = [line for line in check.check(root)[0] if line.startswith("  problem")]
-    english.write_text(english.read_text(encoding="utf-8").replace("(about 1 MB)", "(about 2 MB)"), encoding="utf-8")
+    english.write_text(english.read_text(encoding="utf-8").replace("(about 1 MB)", "(about 6 MB)"), encoding="utf-8")
     lines, failed = check.check(root)
     assert failed and any(line.strip().startswith("stale    data:") for line in lines), "\n".join(lines)
     assert bump_markers(root, english) == 1
     lines, failed = check.check(root)
     new = [line for line in lines if line.startswith("  problem") and line not in before]
-    assert failed and new == ["  problem  data: the English number 2 is missing"], "\n".join(lines)
+    assert failed and new == ["  problem  data: the English number 6 is missing"], "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------- a document, in general
