@@ -6,7 +6,8 @@ Both models run in this one process, on the same thread count, interleaved (each
 so the machine's load falls on both alike; medians are reported. Measured:
 - tokens/s of greedy generation with the KV cache (`shared.generation.lm.generate`) against transformers'
   `generate(do_sample=False)` on the same chat prompt and length (the end-of-text token does not stop either),
-  and whether the tokens are identical;
+  and whether the tokens are identical ("ratio": of the median speeds; "paired_ratio": the median of each repeat's
+  ratio, less sensitive to a load that changes during the run);
 - time to first token (the prompt's forward pass and one pick) for both;
 - peak resident memory while loading, each loader alone in a fresh subprocess (ru_maxrss), beside the memory of
   the same subprocess before it loads (Python, torch and the imports).
@@ -112,7 +113,9 @@ def main() -> None:
         "benchmark": "real_llm", "model": MODEL_FILE, "threads": args.threads, "new_tokens": args.new_tokens,
         "prompt_tokens": prompt.size(1), "repeats": args.repeats,
         "tokens_per_s_ours": round(tps["ours"], 2), "tokens_per_s_transformers": round(tps["transformers"], 2),
-        "ratio": round(tps["ours"] / tps["transformers"], 2), "identical_tokens": new["ours"] == new["transformers"],
+        "ratio": round(tps["ours"] / tps["transformers"], 2),
+        "paired_ratio": round(statistics.median(t / o for o, t in zip(seconds["ours"], seconds["transformers"])), 2),
+        "identical_tokens": new["ours"] == new["transformers"],
         "ttft_s_ours": round(statistics.median(first["ours"]), 3),
         "ttft_s_transformers": round(statistics.median(first["transformers"]), 3),
         "seconds_ours": [round(s, 2) for s in seconds["ours"]],
