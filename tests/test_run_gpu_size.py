@@ -129,3 +129,13 @@ def test_main_runs_every_notebook_at_gpu_size_and_appends_one_line_each(tmp_path
     assert first["peak_gpu_bytes"] == 1234 and first["device"] == "Test GPU" and first["capability"] == "7.5"
     assert not dies["passed"] and dies["failure"]["error"] == "DeadKernelError"
     assert last["passed"] and last["key_results"] == {"0": "ran after the dead kernel: True"}
+
+
+def test_a_cell_over_the_timeout_is_interrupted_and_the_peak_still_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_gpu_size, "PEAK_CELL", f"print('{run_gpu_size.PEAK_MARK}' + str(len(held)))")
+    path = tmp_path / "99_example.ipynb"
+    write_notebook(path, ["held = [0] * 77", "import time\ntime.sleep(120)", "print('never reached')"])
+    record = run_gpu_size.run_notebook(path, timeout=3, save=None)
+    assert record["passed"] is False and record["failure"]["cell"] == 1
+    assert "CellTimeoutError: the cell ran over 3 s" in record["failure"]["message"]
+    assert record["peak_gpu_bytes"] == 77 and record["wall_seconds"] < 60  # the kernel was interrupted, not awaited
