@@ -1,6 +1,6 @@
 """Execute every notebook at GPU size on this machine's CUDA device and record one JSON line per notebook.
 
-    python ci/run_gpu_size.py                        # notebooks 01-12 -> benchmarks/results/gpu_size.jsonl
+    python ci/run_gpu_size.py                        # every chapter -> benchmarks/results/gpu_size.jsonl
     python ci/run_gpu_size.py 08 10 --out -          # two notebooks, the lines on stdout
     python ci/run_gpu_size.py --save build/gpu_size  # also keep the executed notebooks there
 
