@@ -44,8 +44,8 @@ from .masks_and_positions import (  # 03, 04
     check_sinusoidal_table,
 )
 from .modern import check_newton_schulz, check_repeat_kv, check_rms_norm, check_swiglu  # 10
-from .pretrained import check_chatml_prompt, check_dequantize_q4_1, check_unpermute_qk  # 14
 from .position_schemes import check_alibi_slopes, check_randomized_positions, check_rope_one_head  # 09
+from .pretrained import check_chatml_prompt, check_dequantize_q4_1, check_unpermute_qk  # 14
 from .tokenization import check_bpe_encode, check_merge  # 13
 from .training import check_clip_global_norm, check_noam_lr, check_smoothed_targets, check_training_step  # 07
 
