@@ -149,3 +149,58 @@ def test_model_options_reach_the_layers():
     for bad in (dict(rope_base=1.0), dict(rope_base=True), dict(norm_eps=0.0), dict(norm_eps=float("nan"))):
         with pytest.raises(ValueError, match=f"GPTConfig.{next(iter(bad))}"):
             GPTConfig(50, **bad)
+
+
+class CharTokenizer:
+    """A stand-in with the interface reply() needs: one id per character, END as id `end`."""
+
+    def __init__(self, end: int):
+        self.end = end
+
+    def encode(self, text):
+        return [self.end] if text == "<|im_end|>" else [1 + ord(c) % 40 for c in text]
+
+    def decode(self, ids):
+        return "".join(chr(ord("a") + i) for i in ids)
+
+
+def test_reply_cuts_at_the_end_of_turn():
+    from shared.pretrained import reply
+
+    model = GPT(GPTConfig(50, n_layers=1, d_model=16, n_heads=2, position="rope", norm="rmsnorm", bias=False))
+    torch.nn.init.zeros_(model.tok_emb.weight)  # every logit 0: greedy always picks id 0
+    messages = [{"role": "user", "content": "hi"}]
+    assert reply(model, CharTokenizer(end=0), messages, 5, temperature=0.0) == ""  # id 0 is the end of turn
+    assert reply(model, CharTokenizer(end=7), messages, 5, temperature=0.0) == "aaaaa"  # never ends: all 5 tokens
+
+
+def test_chatml_prompt_and_its_bad_input():
+    from shared.pretrained import chatml_prompt
+    from shared.pretrained.chat import DEFAULT_SYSTEM
+
+    text = chatml_prompt([{"role": "user", "content": "Hi"}])
+    assert text == (f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                    "<|im_start|>assistant\n")
+    assert chatml_prompt([{"role": "system", "content": "S"}], add_generation_prompt=False) == (
+        "<|im_start|>system\nS<|im_end|>\n")
+    for bad in ([], "Hi", [{"role": "robot", "content": "x"}], [{"role": "user", "content": 3}]):
+        with pytest.raises(ValueError, match="messages"):
+            chatml_prompt(bad)
+
+
+def test_chatml_prompt_equals_the_files_own_template():
+    """SmolLM2's chat template (Jinja, in the GGUF metadata) renders the same text; needs the fetched model file."""
+    from shared.files import REGISTRY_FILES, data_dir
+    from shared.pretrained import chatml_prompt
+
+    path = data_dir() / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if "SmolLM2-135M-Instruct.Q4_1.gguf" not in REGISTRY_FILES or not path.is_file():
+        pytest.skip("SmolLM2's GGUF file is not in data/ (shared.files.fetch_registry_file fetches it)")
+    import jinja2
+
+    template = jinja2.Template(metadata(read_gguf(path))["tokenizer.chat_template"])
+    for messages in ([{"role": "user", "content": "Hi"}], [{"role": "system", "content": "Be brief."},
+                                                             {"role": "user", "content": "Hi"},
+                                                             {"role": "assistant", "content": "Hello!"},
+                                                             {"role": "user", "content": "Why?"}]):
+        assert chatml_prompt(messages) == template.render(messages=messages, add_generation_prompt=True)
