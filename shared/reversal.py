@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from numbers import Integral
 from typing import NamedTuple
 
@@ -34,13 +34,14 @@ def vocabulary() -> dict:
             "min_len": MIN_DIGITS, "max_len": MAX_DIGITS}  # key names kept: older checkpoints store them
 
 
-def encode_digits(digits: Sequence[int]) -> list[int]:
+def encode_digits(digits: Iterable[int]) -> list[int]:
     """Digits 0-9 -> token ids 3-12; anything else (-1 would become EOS, 10 an id past the vocabulary) raises."""
     return [d + DIGIT_OFFSET for d in _check_digit_values("digits", digits)]
 
 
-def _check_digit_values(name: str, digits: Sequence[int]) -> Sequence[int]:
-    """Return `digits` if every item is an int 0-9 (not a bool); else TypeError/ValueError naming `name`."""
+def _check_digit_values(name: str, digits: Iterable[int]) -> list[int]:
+    """`digits` as a list if every item is an int 0-9 (not a bool); else TypeError/ValueError naming `name`."""
+    digits = list(digits)  # read once: an iterator or generator would be used up by the check
     for d in digits:
         if not isinstance(d, Integral) or isinstance(d, bool):
             raise TypeError(f"{name} must hold ints 0-9, got {d!r} ({type(d).__name__})")

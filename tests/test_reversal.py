@@ -203,3 +203,12 @@ def test_encode_digits_refuses_what_is_not_a_digit(digits, bad):
     with pytest.raises((ValueError, TypeError), match=rf"digits must hold ints 0-9, got {bad!r}"):
         encode_digits(digits)
     assert encode_digits([0, 9]) == [3, 12]
+
+
+@pytest.mark.parametrize("make", [lambda: map(int, "123"), lambda: (d for d in (1, 2, 3)), lambda: iter([1, 2, 3])],
+                         ids=["map", "generator", "iterator"])
+def test_encode_digits_reads_an_iterator_once(make):
+    """The check reads the digits once; an iterator handed back afterwards would be empty (it returned [])."""
+    assert encode_digits(make()) == [4, 5, 6]
+    with pytest.raises(ValueError, match="got 10"):
+        encode_digits(d for d in (1, 10))
