@@ -71,7 +71,7 @@ class GPTConfig:
         for name in ("fused_qkv", "bias", "randomized_positions"):
             check_bool(f"GPTConfig.{name}", getattr(self, name))
         check_positive_number("GPTConfig.norm_eps", self.norm_eps)
-        if not _is_number(self.rope_base) or not math.isfinite(self.rope_base) or self.rope_base <= 1:
+        if not _is_number(self.rope_base) or not 1 < self.rope_base < float("inf"):  # NaN fails both comparisons
             raise ValueError(f"GPTConfig.rope_base must be a finite number > 1, got {self.rope_base!r}")
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"GPTConfig.n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
