@@ -13,6 +13,7 @@ import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
+from numbers import Integral
 from pathlib import Path
 
 import torch
@@ -129,16 +130,20 @@ class CharTokenizer:
             ) from None
 
     def decode(self, ids: Tensor | Iterable[int]) -> str:
-        """(T,) ids (tensor or list) -> str; a non-int id (a bool too) raises TypeError, one outside
-        0..vocab_size-1 ValueError."""
+        """(T,) ids (tensor, numpy array or list of ints, numpy ints too) -> str; a non-int id (a bool too) raises
+        TypeError, one outside 0..vocab_size-1 ValueError. A single id (a 0-d tensor or a bare int) raises
+        TypeError rather than decoding one character: it is more often a reduction over the wrong dimension."""
+        if isinstance(ids, Integral) or getattr(ids, "ndim", None) == 0:
+            raise TypeError(f"ids must be a (T,) sequence of ids, got a single id {ids!r}; "
+                            "for one character pass a list: decode([i])")
         ids = ids.tolist() if isinstance(ids, Tensor) else list(ids)
-        wrong_type = [i for i in ids if not isinstance(i, int) or isinstance(i, bool)]  # a bool reads as 1 or 0
+        wrong_type = [i for i in ids if not isinstance(i, Integral) or isinstance(i, bool)]  # a bool reads as 1 or 0
         if wrong_type:
             raise TypeError(f"ids must be ints, got {wrong_type[0]!r} ({type(wrong_type[0]).__name__})")
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"ids must be ints in 0..{self.vocab_size - 1}, got {bad[0]!r}")
-        return "".join(self.chars[i] for i in ids)
+        return "".join(self.chars[int(i)] for i in ids)
 
 
 def train_val_split(tokens: Tensor, train_frac: float = 0.9) -> tuple[Tensor, Tensor]:

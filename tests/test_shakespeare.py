@@ -130,6 +130,24 @@ def test_tokenizer_round_trip_and_errors():
         tok.decode(torch.tensor([True, False]))
 
 
+def test_decode_takes_numpy_ints_and_refuses_a_single_id_clearly():
+    """numpy ints are ints (np.int64 was refused as "not an int"); one id, a 0-d tensor or array, gets a clear
+    TypeError (it had been "'int' object is not iterable") rather than one character."""
+    np = pytest.importorskip("numpy")
+    tok = CharTokenizer.from_text("abc")
+    assert tok.decode([np.int64(1), np.int32(0), np.uint8(2)]) == "bac"
+    assert tok.decode(np.array([2, 1, 0])) == "cba" == tok.decode(torch.tensor([2, 1, 0]))
+    for single in (torch.tensor(1), np.array(1), np.int64(1), 1):
+        with pytest.raises(TypeError, match=r"ids must be a \(T,\) sequence of ids, got a single id"):
+            tok.decode(single)
+    with pytest.raises(TypeError, match=r"ids must be ints, got np.True_ \(bool"):
+        tok.decode(np.array([True, False]))
+    with pytest.raises(TypeError, match=r"got np.float64\(1.0\) \(float64\)"):
+        tok.decode(np.array([1.0]))
+    with pytest.raises(ValueError, match="ids must be ints in 0..2, got np.int64\\(3\\)"):
+        tok.decode(np.array([0, 3]))
+
+
 def test_standard_split_sizes():
     tokens = torch.arange(1001)
     train, val = train_val_split(tokens)
