@@ -204,3 +204,26 @@ def test_chatml_prompt_equals_the_files_own_template():
                                                              {"role": "assistant", "content": "Hello!"},
                                                              {"role": "user", "content": "Why?"}]):
         assert chatml_prompt(messages) == template.render(messages=messages, add_generation_prompt=True)
+
+
+def test_equal_to_transformers_on_a_tiny_gguf(tmp_path, monkeypatch):
+    """A tiny Llama written as llama.cpp's converter writes one (q and k rows permuted): our GPT computes the logits
+    that transformers computes from the same file; the published rows in our model do not."""
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tensors = tiny_tensors(seed=3)
+    for i in range(TINY["n_layers"]):
+        for name, heads in (("attn_q", TINY["n_heads"]), ("attn_k", TINY["n_kv_heads"])):
+            published = torch.from_numpy(tensors[f"blk.{i}.{name}.weight"])
+            tensors[f"blk.{i}.{name}.weight"] = permute_qk(published, heads).numpy()
+    path = write_gguf(tmp_path / "tiny.gguf", tensors)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, gguf_file=path.name, dtype=torch.float32)
+    ours = load_gpt(path)
+    ids = torch.tensor([[1, 5, 9, 3, 7, 2, 60, 11, 0, 42]])
+    with torch.no_grad():
+        reference, got = theirs.eval()(ids).logits, ours(ids)
+        torch.testing.assert_close(got, reference, atol=1e-4, rtol=1e-4)
+        for block in ours.blocks:  # the trap: the published (un-permuted) rows in our adjacent-pair RoPE
+            block.attn.w_q.weight.copy_(unpermute_qk(block.attn.w_q.weight, TINY["n_heads"]))
+            block.attn.w_k.weight.copy_(unpermute_qk(block.attn.w_k.weight, TINY["n_kv_heads"]))
+        assert (ours(ids) - reference).abs().max() > 1e-2
