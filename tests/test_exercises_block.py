@@ -1,11 +1,12 @@
 """Checkers of notebook 05: each accepts a correct answer and rejects plausible wrong ones with the right hint."""
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from shared import exercises as ex
-from shared.exercises.block import reference_encoder_layer_params
+from shared.exercises.block import ENCODER_LAYER_CASES, encoder_layer_count_mistakes, reference_encoder_layer_params
 from shared.layers import EncoderLayer
 
 from .helpers import accepts, rejects, verdict
@@ -102,6 +103,15 @@ def test_reference_count_is_the_module_count():
 def test_encoder_layer_params_accepts_the_formula_and_ints_in_disguise(capsys):
     accepts(ex.check_encoder_layer_params, count, capsys)
     accepts(ex.check_encoder_layer_params, lambda d, h, ff: float(count(d, h, ff)), capsys)
+    accepts(ex.check_encoder_layer_params, lambda d, h, ff: np.int64(count(d, h, ff)), capsys)  # e.g. from np.prod
+
+
+@pytest.mark.parametrize("d,h,ff", ENCODER_LAYER_CASES)
+def test_encoder_layer_count_hints_name_one_mistake_each(d, h, ff):
+    """Each hinted wrong count is a different number and none is the right one, so no hint lands on another
+    mistake's count (the first listed would win) or on a correct answer."""
+    wrong = [value for value, _ in encoder_layer_count_mistakes(d, h, ff)]
+    assert len(set(wrong)) == len(wrong) and reference_encoder_layer_params(d, h, ff) not in wrong
 
 
 @pytest.mark.parametrize("wrong,hint", [
@@ -114,6 +124,10 @@ def test_encoder_layer_params_accepts_the_formula_and_ints_in_disguise(capsys):
     (lambda d, h, ff: count(d, h, ff) * h, "the number of heads does not change the count"),
     (lambda d, h, ff: count(d, h, ff) + (h - 1) * 4 * (d * d + d), "the number of heads does not change the count"),
     (lambda d, h, ff: count(d, h, ff) + (h - 1) * 3 * (d * d + d), "the number of heads does not change the count"),
+    (lambda d, h, ff: count(d, h, ff) + (h - 1) * 4 * d * d, "the number of heads does not change the count"),
+    (lambda d, h, ff: count(d, h, ff) + (h - 1) * 3 * d * d, "the number of heads does not change the count"),
+    (lambda d, h, ff: h * (4 * (d * d + d) + 2 * d * ff + ff + d) + 4 * d,
+     "the number of heads does not change the count"),  # attention and FFN per head, the LayerNorms once
     (lambda d, h, ff: str(count(d, h, ff)), "expected an int"),
 ])
 def test_encoder_layer_params_rejects_common_mistakes(wrong, hint, capsys):

@@ -5,6 +5,8 @@ Import them from `shared.exercises`; see `shared.exercises.feedback` for how a c
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -88,15 +90,40 @@ def check_sublayer_connection(c: Checker) -> None:
         torch.random.set_rng_state(state)
 
 
+ENCODER_LAYER_CASES = ((512, 8, 2048), (64, 4, 256), (8, 2, 16), (6, 3, 10))  # (d_model, n_heads, d_ff)
+
+
 def reference_encoder_layer_params(d_model: int, n_heads: int, d_ff: int) -> int:
     """Parameters of one Post-LN encoder layer, counted from the module itself."""
     return sum(p.numel() for p in EncoderLayer(d_model, n_heads, d_ff).parameters())
 
 
+_HEADS = ("the number of heads does not change the count: W^Q, W^K, W^V and W^O are each one (d_model x d_model) "
+          "matrix holding all heads side by side (self-check 4).")
+
+
+def encoder_layer_count_mistakes(d: int, h: int, ff: int) -> list[tuple[int, str]]:
+    """(wrong count, hint) for the usual mistakes in counting an EncoderLayer(d, h, ff); first match wins."""
+    expected = reference_encoder_layer_params(d, h, ff)
+    attention, ffn = 4 * (d * d + d), 2 * d * ff + ff + d
+    return [(expected - 4 * d - d - ff, "biases count too: every nn.Linear has one bias per output."),
+            (expected - 4 * d, "each of the two LayerNorms has gamma and beta, d_model each: 4 * d_model."),
+            (expected - 2 * d, "there are two LayerNorms (one per sublayer), each with 2 * d_model parameters."),
+            (expected - d * d - d, "count W^O too: attention has four (d_model x d_model) projections."),
+            (expected - 3 * (d * d + d) + 3 * (d * (d // h) + d // h), "W^Q, W^K, W^V hold all heads at once: "
+             "each is (d_model x d_model), whatever n_heads is."),
+            (expected - d * ff - ff, "the FFN has two linear layers: d_model -> d_ff and d_ff -> d_model."),
+            # counted once per head: the whole layer; attention, or Q, K, V (weights and biases, or weights only);
+            # attention and FFN both (the LayerNorms once)
+            (expected * h, _HEADS), (expected + (h - 1) * attention, _HEADS),
+            (expected + (h - 1) * 3 * (d * d + d), _HEADS), (expected + (h - 1) * 4 * d * d, _HEADS),
+            (expected + (h - 1) * 3 * d * d, _HEADS), (expected + (h - 1) * (attention + ffn), _HEADS)]
+
+
 @exercise("parameters of an encoder layer")
 def check_encoder_layer_params(c: Checker) -> None:
     """fn(d_model, n_heads, d_ff) -> int: the parameter count of `shared.layers.EncoderLayer`."""
-    for d, h, ff in ((512, 8, 2048), (64, 4, 256), (8, 2, 16), (6, 3, 10)):
+    for d, h, ff in ENCODER_LAYER_CASES:
         case = f"d_model={d}, n_heads={h}, d_ff={ff}"
         expected = reference_encoder_layer_params(d, h, ff)
         got = c.call(case, d, h, ff)
@@ -104,20 +131,12 @@ def check_encoder_layer_params(c: Checker) -> None:
             got = got.item()
         if isinstance(got, float) and got.is_integer():
             got = int(got)
-        if not isinstance(got, int) or isinstance(got, bool):
+        if not isinstance(got, Integral) or isinstance(got, bool):
             c.fail(case, f"expected an int, got {type(got).__name__}.", "return the count as a Python int.")
-        hints = {expected - 4 * d - d - ff: "biases count too: every nn.Linear has one bias per output.",
-                 expected - 4 * d: "each of the two LayerNorms has gamma and beta, d_model each: 4 * d_model.",
-                 expected - 2 * d: "there are two LayerNorms (one per sublayer), each with 2 * d_model parameters.",
-                 expected - d * d - d: "count W^O too: attention has four (d_model x d_model) projections.",
-                 expected - 3 * (d * d + d) + 3 * (d * (d // h) + d // h): "W^Q, W^K, W^V hold all heads at once: "
-                 "each is (d_model x d_model), whatever n_heads is.",
-                 expected - d * ff - ff: "the FFN has two linear layers: d_model -> d_ff and d_ff -> d_model."}
-        heads = ("the number of heads does not change the count: W^Q, W^K, W^V and W^O are each one (d_model x "
-                 "d_model) matrix holding all heads side by side (self-check 4).")
-        for wrong in (expected * h, expected + (h - 1) * 4 * (d * d + d), expected + (h - 1) * 3 * (d * d + d)):
-            hints.setdefault(wrong, heads)  # counted once per head: the whole layer, attention, or Q, K, V
-        c.equal(got, expected, case, "your count", hints.get(got, ""))
+        hints = {}
+        for wrong, hint in encoder_layer_count_mistakes(d, h, ff):
+            hints.setdefault(wrong, hint)
+        c.equal(int(got), expected, case, "your count", hints.get(int(got), ""))
         c.passed()
 
 
