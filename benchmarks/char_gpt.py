@@ -23,7 +23,9 @@ not comparable across vocabularies, so every line also reports bits_per_byte: th
 predicted tokens, in bits, divided by the bytes those tokens stand for. --sample-chars N adds N characters of
 text sampled from the trained model (temperature 0.8).
 The line also records the command, the optimizer and its learning rates, the load average before and after, and
-the commit.
+the commit; with Muon, the dtype its Newton-Schulz ran in (bf16_native: whether the CPU or GPU has bfloat16 in
+hardware). --clock cpu counts --seconds (and every time in the line) in the process's CPU seconds: with --threads 1
+on a busy machine each run then gets the same work, only later.
 """
 
 from __future__ import annotations
