@@ -122,6 +122,17 @@ def test_attention_names_an_answer_computed_in_float64(capsys):
     assert "out has dtype torch.float64, expected torch.float32" in out
 
 
+@pytest.mark.parametrize("dtype,cast", [(torch.float16, ".half()"), (torch.bfloat16, ".bfloat16()")])
+def test_attention_names_the_dtype_it_found(dtype, cast, capsys):
+    """The hint names the cast to the dtype actually returned (it spoke of float64 for a float16 answer)."""
+    def in_low_precision(q, k, v, mask=None):
+        return tuple(t.to(dtype) for t in scaled_dot_product_attention(q, k, v, mask))
+
+    out = rejects(ex.check_attention, in_low_precision, capsys, f"weights has dtype {dtype}",
+                  f"Remove the cast to {dtype} ({cast}")
+    assert "float64" not in out
+
+
 # ---------------------------------------------------------------- 02
 
 

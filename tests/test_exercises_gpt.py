@@ -148,6 +148,18 @@ def test_positions_looked_up_by_token_id_are_named(capsys):
     rejects(check, PositionsFromTokens, capsys, "IndexError", "pos_emb(torch.arange(T))", "not the token ids")
 
 
+def test_positions_indexed_by_token_id_from_the_table_are_named(capsys):
+    """pos_emb.weight[tokens]: the same mistake through the table itself fails with "index 10 is out of bounds"."""
+    class TableFromTokens(MyGPT):
+        def forward(self, tokens):
+            x = self.drop(self.tok_emb(tokens) + self.pos_emb.weight[tokens])
+            for block in self.blocks:
+                x = block(x, causal=True)
+            return self.lm_head(self.norm(x))
+
+    rejects(check, TableFromTokens, capsys, "out of bounds", "pos_emb(torch.arange(T))", "pos_emb.weight[tokens]")
+
+
 def test_a_causal_mask_in_the_inverted_convention_is_named(capsys):
     """True = blocked (the convention of torch.nn.Transformer), passed where the course's True = may attend goes."""
     class InvertedMask(MyGPT):
@@ -160,6 +172,20 @@ def test_a_causal_mask_in_the_inverted_convention_is_named(capsys):
             return self.lm_head(self.norm(x))
 
     rejects(check, InvertedMask, capsys, "True = may attend", "causal_mask(T)")
+
+
+def test_an_inverted_causal_mask_that_keeps_the_diagonal_is_named(capsys):
+    """torch.triu(ones, 0): True on and above the diagonal, each position sees itself and the later tokens."""
+    class InvertedWithDiagonal(MyGPT):
+        def forward(self, tokens):
+            T = tokens.size(1)
+            mask = torch.triu(torch.ones(T, T), 0).bool()
+            x = self.drop(self.tok_emb(tokens) + self.pos_emb(torch.arange(T)))
+            for block in self.blocks:
+                x = block(x, mask)
+            return self.lm_head(self.norm(x))
+
+    rejects(check, InvertedWithDiagonal, capsys, "itself and the later tokens", "causal_mask(T)")
 
 
 def test_untrained_biases_and_default_linear_init_are_named(capsys):

@@ -93,9 +93,16 @@ def check_softmax_temperature(c: Checker) -> None:
         c.passed()
 
 
-_DTYPE_HINT = ("keep the dtype of q, k and v (float32 here): a model calls attention in its own dtype (float32, "
-               "bfloat16, float16). Remove the cast (.double(), .to(torch.float64)) or the float64 tensor made along "
-               "the way (torch.tensor(..., dtype=torch.float64), torch.from_numpy).")
+_CASTS = {torch.float64: ".double(), ", torch.float16: ".half(), ", torch.bfloat16: ".bfloat16(), ",
+          torch.float32: ".float(), "}  # the tensor methods that cast to each dtype
+
+
+def _dtype_hint(found: torch.dtype, wanted: torch.dtype) -> str:
+    """The hint for an answer in dtype `found` where the inputs' `wanted` was expected, naming `found`'s casts."""
+    numpy = ", or torch.from_numpy of a float64 array" if found == torch.float64 else ""
+    return (f"keep the dtype of q, k and v ({wanted} here): a model calls attention in its own dtype (float32, "
+            f"bfloat16, float16). Remove the cast to {found} ({_CASTS.get(found, '')}.to({found})) or the {found} "
+            f"tensor made along the way (torch.tensor(..., dtype={found}){numpy}).")
 
 
 def check_attention(fn, masks: bool = True, fully_masked_rows: bool = False) -> bool:
@@ -133,7 +140,7 @@ def _check_attention(masks: bool, fully_masked_rows: bool):
             args = (q.clone(), k.clone(), v.clone()) + ((mask.clone(),) if mask is not None else ())
             out, weights = c.unpack(c.call(case, *args), case, ("out", "weights"))
             for name, got in (("weights", weights), ("out", out)):
-                c.dtype(got, q.dtype, case, name, _DTYPE_HINT)
+                c.dtype(got, q.dtype, case, name, _dtype_hint(got.dtype, q.dtype) if torch.is_tensor(got) else "")
             exp_out, exp_weights = scaled_dot_product_attention(q, k, v, mask)
             mistakes = _attention_mistakes(q, k, v, mask)
             swap = "did you return (weights, out)? The order is (out, weights)."

@@ -28,9 +28,11 @@ _NAME_HINTS = {
     "norm": "the final LayerNorm: self.norm = nn.LayerNorm(config.d_model).",
     "": "name the parts like shared.gpt.GPT: tok_emb, pos_emb, drop, blocks, norm, lm_head.",
 }
+_PAST_TABLE = ("tok_emb takes the token ids, pos_emb the positions 0..T-1: pos_emb(torch.arange(T)), not the token "
+               "ids (pos_emb(tokens) or pos_emb.weight[tokens]).")
 _ERRORS = {"'tuple'": "PreLNBlock returns one tensor (B, T, d_model): x = block(x, causal=True).",
-           "index out of range in self": "an nn.Embedding got an index past its table. tok_emb takes the token ids, "
-           "pos_emb the positions 0..T-1: pos_emb(torch.arange(T)), not the token ids (pos_emb(tokens)).",
+           "index out of range in self": "an nn.Embedding got an index past its table. " + _PAST_TABLE,
+           "is out of bounds for dimension 0 with size": "an index went past the rows of a table. " + _PAST_TABLE,
            "before Module.__init__() call": "call `super().__init__()` first in __init__, before any submodule."}
 
 
@@ -78,7 +80,10 @@ def _variants(ref: GPT, tokens) -> list:
             (logits(blocks=[ref.blocks[-1]] * len(ref.blocks)), "each layer needs its own block: build n_layers "
              "PreLNBlocks, not [block] * n_layers (one block, shared)."),
             (logits(mask=~causal_mask(T)), "your causal mask is inverted: the course's masks are True = may attend "
-             "(torch.nn.Transformer's are True = blocked). Pass causal=True, or the mask causal_mask(T).")]
+             "(torch.nn.Transformer's are True = blocked). Pass causal=True, or the mask causal_mask(T)."),
+            (logits(mask=~causal_mask(T) | torch.eye(T, dtype=torch.bool)), "your mask lets each position see "
+             "itself and the later tokens: it is inverted (the course's masks are True = may attend; "
+             "torch.triu(..., 0) is True on and above the diagonal). Pass causal=True, or the mask causal_mask(T).")]
 
 
 def _close(c: Checker, got, want, case: str, variants, meaning: str = "(B, T, vocab_size)") -> None:
