@@ -74,8 +74,9 @@ def browser(playwright):  # the session's Playwright driver (tests/conftest.py),
 
 @pytest.fixture
 def page(browser, server):
-    """A page that may load only from the local server; `page.outside` lists anything else it asked for, and
-    `page.missing` what the server did not have (a 404: a favicon.ico the browser asks for unprompted, say)."""
+    """A page that may load only from the local server; `page.outside` lists anything else it asked for,
+    `page.missing` what the server did not have (a 404: a favicon.ico the browser asks for unprompted, say), and
+    `page.errors` the uncaught errors its scripts threw (any fails the test)."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     outside, missing = [], []
     context.on("response", lambda response: missing.append(response.url) if response.status >= 400 else None)
@@ -90,9 +91,12 @@ def page(browser, server):
     context.route("**/*", only_local)
     page = context.new_page()
     page.set_default_timeout(PAGE_S * 1000)
-    page.outside, page.missing = outside, missing
+    errors = []
+    page.on("pageerror", lambda error: errors.append(f"{page.url}: {error}"))
+    page.outside, page.missing, page.errors = outside, missing, errors
     yield page
     context.close()
+    assert not errors, f"the pages' scripts threw: {errors}"
     assert not outside, f"pages asked for the network: {outside}"
     assert not missing, f"the site does not have: {missing}"
 
@@ -260,6 +264,17 @@ def test_language_switch_keeps_the_query_and_the_place_on_the_page(page, server)
     page.goto(server + "zh/index.html#cpu-gpu-and-colab")  # an id that both editions share is kept as it is
     page.click(".course-lang-switch")
     page.wait_for_url(server + "index.html#cpu-gpu-and-colab")
+
+
+@pytest.mark.browser
+def test_a_badly_encoded_fragment_breaks_nothing(page, server):
+    """"#100%" is no valid percent-encoding (decodeURIComponent throws URIError on it): on load and on the language
+    switch the scripts throw nothing, and the switch still reaches the other edition with the fragment kept."""
+    page.goto(server + "notebooks/05_transformer_block.html#100%")
+    page.click(".course-lang-switch")
+    page.wait_for_url(server + "zh/notebooks/05_transformer_block.html#100%")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(done))")  # the load's own scripts have run
+    assert page.errors == []
 
 
 @pytest.mark.browser

@@ -2,6 +2,17 @@
 // Sphinx's own scripts and before the search starts).
 "use strict";
 
+// A fragment ("#résumé" arrives as "#r%C3%A9sum%C3%A9") as the id it names. A badly encoded one ("#100%") makes
+// decodeURIComponent throw URIError; it is then taken as it stands, so the page and its links keep working.
+function fragmentId(hash) {
+  const raw = hash.startsWith("#") ? hash.slice(1) : hash;
+  try {
+    return decodeURIComponent(raw);
+  } catch (error) {
+    return raw;
+  }
+}
+
 // 1. Search snippets come from the page's article, not from the theme's menus around it. Sphinx takes the text of
 // [role="main"], which in this theme also holds the article's header buttons ("Light Dark") and the page's table of
 // contents; a snippet then showed those instead of the body.
@@ -11,7 +22,7 @@ if (typeof Search !== "undefined") {
     doc.querySelectorAll(".headerlink, script, style").forEach((element) => element.remove());
     const article = doc.querySelector("article.bd-article") || doc.querySelector('[role="main"]');
     if (!article) return "";
-    const id = anchor && anchor.startsWith("#") ? decodeURIComponent(anchor.slice(1)) : "";
+    const id = anchor && anchor.startsWith("#") ? fragmentId(anchor) : "";
     const part = id ? doc.getElementById(id) : null;
     const block = part && article.contains(part) ? part : article;
     return block.textContent.replace(/\s+/g, " ");  // one space between words: 240 characters of text, not of gaps
@@ -46,7 +57,7 @@ function switchTarget(link) {
 }
 
 function rememberSection(url) {
-  const id = decodeURIComponent(window.location.hash.slice(1));
+  const id = fragmentId(window.location.hash);
   const target = id && document.getElementById(id);
   const section = target && target.closest("section[id]");
   const all = sections();
@@ -64,7 +75,7 @@ function findSwitchedSection() {
     stored = sessionStorage.getItem(SWITCH_KEY);
     sessionStorage.removeItem(SWITCH_KEY);
   } catch (error) {}
-  const id = decodeURIComponent(window.location.hash.slice(1));
+  const id = fragmentId(window.location.hash);
   if (!stored || !id || document.getElementById(id)) return;  // nothing passed on, or the id exists here too
   const {path, id: from, index, count} = JSON.parse(stored);
   const all = sections();
