@@ -33,8 +33,11 @@ def tiny_tensors(seed: int = 0, **sizes) -> dict[str, np.ndarray]:
 
 
 def write_gguf(path: Path, tensors: dict[str, np.ndarray], *, arch: str = "llama", quantize: bool = True,
-               **sizes) -> Path:
-    """Write `tensors` as a GGUF file: matrices Q4_1 (the embedding Q8_0) when quantize, vectors F32."""
+               kinds: dict | None = None, vocab_size: bool = True, **sizes) -> Path:
+    """Write `tensors` as a GGUF file: matrices Q4_1 (the embedding Q8_0) when quantize, vectors F32.
+
+    kinds: {name: gguf.GGMLQuantizationType} for tensors stored otherwise; vocab_size=False leaves that key out.
+    """
     s = {**TINY, **sizes}
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(s["n_layers"])
@@ -45,10 +48,14 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], *, arch: str = "llama
     w.add_head_count_kv(s["n_kv_heads"])
     w.add_rope_freq_base(s["rope_base"])
     w.add_layer_norm_rms_eps(s["eps"])
-    w.add_vocab_size(s["vocab"])
+    if vocab_size:
+        w.add_vocab_size(s["vocab"])
     w.add_rope_dimension_count(s["d_model"] // s["n_heads"])
     for name, array in tensors.items():
-        if quantize and array.ndim == 2 and array.shape[1] % 32 == 0:
+        if name in (kinds or {}):
+            kind = kinds[name]
+            w.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
+        elif quantize and array.ndim == 2 and array.shape[1] % 32 == 0:
             kind = Q.Q8_0 if name == "token_embd.weight" else Q.Q4_1
             w.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
         else:
@@ -61,7 +68,7 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], *, arch: str = "llama
 
 
 def half_split_rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-    """Llama's published rotation: channel i pairs with channel i + d_k/2. x (..., T, d_k) -> same."""
+    """transformers' rotation (rotate_half): channel i pairs with channel i + d_k/2. x (..., T, d_k) -> same."""
     d_k = x.size(-1)
     inv_freq = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
     angles = positions.float()[:, None] * inv_freq  # (T, d_k/2)

@@ -4,6 +4,7 @@ import torch
 
 from shared import exercises as ex
 from shared.pretrained import chatml_prompt, dequantize_q4_1, permute_qk, unpermute_qk
+from shared.pretrained.chat import DEFAULT_SYSTEM
 
 from .helpers import accepts, rejects, verdict
 
@@ -38,6 +39,9 @@ def test_unpermute_qk(capsys):
     rejects(ex.check_unpermute_qk, lambda q, k, h, h_kv: (unpermute_qk(q, h), unpermute_qk(k, h)), capsys,
             "K has n_kv_heads heads")
     rejects(ex.check_unpermute_qk, lambda q, k, h, h_kv: (q, k), capsys, "unchanged")
+    d_k_of_q = lambda q, h: q.size(0) // h  # noqa: E731
+    rejects(ex.check_unpermute_qk, lambda q, k, h, h_kv: (unpermute_qk(q, h), k.reshape(
+        h, d_k_of_q(q, h) // 2, 2, -1).transpose(1, 2).reshape(k.shape)), capsys, "K has n_kv_heads heads")
     rejects(ex.check_unpermute_qk, lambda q, k, h, h_kv: unpermute_qk(q, h), capsys, "tuple (w_q, w_k)")
 
 
@@ -53,5 +57,7 @@ def test_chatml_prompt(capsys):
     rejects(ex.check_chatml_prompt, lambda m: "".join(f"<|im_start|>{x['role']}: {x['content']}<|im_end|>\n"
                                                       for x in m if x["role"] != "system") and chatml_prompt(m)
             .replace("user\nWhat", "user: What"), capsys, "not ': '")
+    rejects(ex.check_chatml_prompt, lambda m: chatml_prompt([{"role": "system", "content": DEFAULT_SYSTEM}, *m]),
+            capsys, "only when")
     result, out = verdict(ex.check_chatml_prompt, lambda m: None, capsys)
     assert result is False and "return" in out

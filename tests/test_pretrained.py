@@ -47,7 +47,7 @@ def test_q4_1_layout_scale_minimum_and_nibbles():
 
 
 def test_dequantize_refuses_bad_bytes():
-    with pytest.raises(ValueError, match="raw must be a uint8 tensor of whole 20-byte blocks"):
+    with pytest.raises(ValueError, match="raw.s last dimension must be whole 20-byte blocks"):
         dequantize_q4_1(torch.zeros(21, dtype=torch.uint8))
     with pytest.raises(ValueError, match="34-byte"):
         dequantize_q8_0(torch.zeros(34, dtype=torch.float32))
@@ -62,7 +62,7 @@ def test_permutation_round_trip_and_k_heads():
 
 
 def test_permuted_rows_make_adjacent_pairs_rotate_as_half_split():
-    """permute_qk turns Llama's half-split rotation into the course's adjacent-pairs rotation, exactly in maths."""
+    """permute_qk turns transformers' half-split rotation into the course's adjacent-pairs rotation, exactly in maths."""
     torch.manual_seed(0)
     n_heads, d_k, d_model, T = 2, 8, 6, 5
     w, x, pos = torch.randn(n_heads * d_k, d_model), torch.randn(T, d_model), torch.arange(T)
@@ -71,7 +71,7 @@ def test_permuted_rows_make_adjacent_pairs_rotate_as_half_split():
     rotated = apply_rope(ours, pos, rope_frequencies(d_k, 500.0))
     reference = half_split_rope(published, pos, 500.0)
     torch.testing.assert_close(rotated @ rotated.transpose(-1, -2), reference @ reference.transpose(-1, -2))
-    wrong = apply_rope(published, pos, rope_frequencies(d_k, 500.0))  # published rows, adjacent pairs: the trap
+    wrong = apply_rope(published, pos, rope_frequencies(d_k, 500.0))  # half-split rows, adjacent pairs: the trap
     assert not torch.allclose(wrong @ wrong.transpose(-1, -2), reference @ reference.transpose(-1, -2), atol=1e-3)
 
 
@@ -208,7 +208,7 @@ def test_chatml_prompt_equals_the_files_own_template():
 
 def test_equal_to_transformers_on_a_tiny_gguf(tmp_path, monkeypatch):
     """A tiny Llama written as llama.cpp's converter writes one (q and k rows permuted): our GPT computes the logits
-    that transformers computes from the same file; the published rows in our model do not."""
+    that transformers computes from the same file; Hugging Face's half-split rows in our model do not."""
     transformers = pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     tensors = tiny_tensors(seed=3)
@@ -223,7 +223,91 @@ def test_equal_to_transformers_on_a_tiny_gguf(tmp_path, monkeypatch):
     with torch.no_grad():
         reference, got = theirs.eval()(ids).logits, ours(ids)
         torch.testing.assert_close(got, reference, atol=1e-4, rtol=1e-4)
-        for block in ours.blocks:  # the trap: the published (un-permuted) rows in our adjacent-pair RoPE
+        for block in ours.blocks:  # the trap: Hugging Face's (half-split) rows in our adjacent-pair RoPE
             block.attn.w_q.weight.copy_(unpermute_qk(block.attn.w_q.weight, TINY["n_heads"]))
             block.attn.w_k.weight.copy_(unpermute_qk(block.attn.w_k.weight, TINY["n_kv_heads"]))
         assert (ours(ids) - reference).abs().max() > 1e-2
+
+
+def test_dequantize_checks_the_last_dimension_not_only_the_byte_count():
+    with pytest.raises(ValueError, match=r"raw's last dimension must be whole 20-byte blocks, got \(2, 30\)"):
+        dequantize_q4_1(torch.zeros(2, 30, dtype=torch.uint8))  # 60 bytes = 3 blocks, but they would straddle rows
+    with pytest.raises(ValueError, match=r"raw's last dimension must be whole 34-byte blocks, got \(17, 2\)"):
+        dequantize_q8_0(torch.zeros(17, 2, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("kind", [Q.Q4_0, Q.Q5_0, Q.BF16])
+def test_refuses_an_unreadable_tensor_type_before_copying(tmp_path, kind):
+    from shared.pretrained import load_gguf_weights
+
+    tensors = tiny_tensors()
+    path = write_gguf(tmp_path / "bad.gguf", tensors, kinds={"blk.1.ffn_up.weight": kind})
+    model = GPT(config_from_gguf(read_gguf(path)))
+    before = model.tok_emb.weight.clone()
+    with pytest.raises(ValueError, match=f"tensor 'blk.1.ffn_up.weight' is {kind.name}: the course reads F32, F16, "
+                                         "Q4_1 and Q8_0"):
+        load_gguf_weights(model, read_gguf(path))
+    assert torch.equal(model.tok_emb.weight, before)  # refused before anything was copied
+
+
+@pytest.mark.parametrize("name, offset", [("blk.0.attn_v.weight", 0), ("blk.0.attn_v.weight", 2),
+                                          ("token_embd.weight", 0), ("blk.1.ffn_norm.weight", None)])
+def test_refuses_non_finite_weights_naming_the_tensor(tmp_path, name, offset):
+    """A NaN scale (Q4_1's d at byte 0, its m at byte 2; Q8_0's d) or a NaN float32 weight is refused up front."""
+    from shared.pretrained import load_gguf_weights
+
+    path = write_gguf(tmp_path / "ok.gguf", tiny_tensors())
+    data = bytearray(path.read_bytes())
+    t = next(t for t in read_gguf(path).tensors if t.name == name)
+    start = int(t.data_offset) + (offset if offset is not None else 4 * 3)  # a block's scale, or float32 weight 3
+    data[start : start + (2 if offset is not None else 4)] = (np.array([np.nan], np.float16 if offset is not None
+                                                                       else np.float32).tobytes())
+    (tmp_path / "nan.gguf").write_bytes(bytes(data))
+    model = GPT(config_from_gguf(read_gguf(path)))
+    before = model.tok_emb.weight.clone()
+    with pytest.raises(ValueError, match=f"tensor {name!r} holds non-finite"):
+        load_gguf_weights(model, read_gguf(tmp_path / "nan.gguf"))
+    assert torch.equal(model.tok_emb.weight, before)
+
+
+def test_refuses_a_wrongly_shaped_norm_vector(tmp_path):
+    tensors = tiny_tensors()
+    tensors["blk.0.ffn_norm.weight"] = np.ones(32, np.float32)
+    with pytest.raises(ValueError, match=r"'blk.0.ffn_norm.weight' has shape \(32,\), but blocks.0.norm2.weight"):
+        load_gpt(write_gguf(tmp_path / "bad.gguf", tensors))
+
+
+def test_loads_float16_tensors(tmp_path):
+    tensors = tiny_tensors()
+    path = write_gguf(tmp_path / "f16.gguf", tensors, kinds={"blk.0.attn_q.weight": Q.F16, "output_norm.weight":
+                                                             Q.F16})
+    assert {t.name: t.tensor_type for t in read_gguf(path).tensors}["blk.0.attn_q.weight"] == Q.F16
+    model = load_gpt(path)
+    for name, ours in (("blk.0.attn_q.weight", model.blocks[0].attn.w_q.weight), ("output_norm.weight",
+                                                                                    model.norm.weight)):
+        assert torch.equal(ours, torch.from_numpy(tensors[name].astype(np.float16).astype(np.float32)))
+
+
+def test_unreadable_files_get_a_message_naming_them(tmp_path):
+    data = write_gguf(tmp_path / "ok.gguf", tiny_tensors()).read_bytes()
+    for name, content in (("truncated.gguf", data[:-3000]), ("short.gguf", data[:100]), ("text.gguf", b"hello")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError, match=f"{name}.* is not a readable GGUF file"):
+            read_gguf(tmp_path / name)
+
+
+def test_config_without_vocab_size_or_tokens_names_what_is_missing(tmp_path):
+    path = write_gguf(tmp_path / "novocab.gguf", tiny_tensors(), vocab_size=False)
+    with pytest.raises(ValueError, match="llama.vocab_size.*tokenizer.ggml.tokens"):
+        config_from_gguf(read_gguf(path))
+
+
+def test_chatml_prompt_checks_system_and_add_generation_prompt():
+    from shared.pretrained import chatml_prompt
+
+    messages = [{"role": "user", "content": "Hi"}]
+    for bad in (None, 3):
+        with pytest.raises(TypeError, match="system must be a str"):
+            chatml_prompt(messages, system=bad)
+    with pytest.raises(TypeError, match="add_generation_prompt must be a bool"):
+        chatml_prompt(messages, add_generation_prompt="no")

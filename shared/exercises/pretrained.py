@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..pretrained import chatml_prompt, dequantize_q4_1, permute_qk, unpermute_qk
+from ..pretrained.chat import DEFAULT_SYSTEM
 from .feedback import Checker, exercise, random_tensor
 
 
@@ -52,21 +53,25 @@ def check_dequantize_q4_1(c: Checker) -> None:
 
 @exercise("undo the q/k row permutation")
 def check_unpermute_qk(c: Checker) -> None:
-    """fn(w_q, w_k, n_heads, n_kv_heads) -> (w_q, w_k) in the published (half-split) row order."""
+    """fn(w_q, w_k, n_heads, n_kv_heads) -> (w_q, w_k) in Hugging Face's (half-split) row order."""
     cases = {"4 query heads, 2 key/value heads, d_k = 8": (4, 2, 8, 12),
              "2 query heads, 1 key/value head, d_k = 4": (2, 1, 4, 6)}
     for case, (h, h_kv, d_k, d_model) in cases.items():
-        published_q, published_k = random_tensor(h * d_k, d_model, seed=1), random_tensor(h_kv * d_k, d_model, seed=2)
-        w_q, w_k = permute_qk(published_q, h), permute_qk(published_k, h_kv)  # the file's rows
+        hf_q, hf_k = random_tensor(h * d_k, d_model, seed=1), random_tensor(h_kv * d_k, d_model, seed=2)
+        w_q, w_k = permute_qk(hf_q, h), permute_qk(hf_k, h_kv)  # the file's rows
         got = c.unpack(c.call(case, w_q.clone(), w_k.clone(), h, h_kv), case, ("w_q", "w_k"))
-        for name, out, w, heads, expected in (("w_q", got[0], w_q, h, published_q), ("w_k", got[1], w_k, h_kv,
-                                                                                          published_k)):
+        for name, out, w, heads, expected in (("w_q", got[0], w_q, h, hf_q), ("w_k", got[1], w_k, h_kv,
+                                                                                          hf_k)):
             variants = [(permute_qk(w, heads), "that is the converter's own reshape used again: to undo it, "
                          "reshape the rows as (heads, d_k/2, 2) and swap the last two, (heads, 2, d_k/2)."),
                         (w, "the rows come back unchanged: the file's rows must be reordered.")]
-            if name == "w_k" and (h_kv * d_k) % (2 * h) == 0:
-                variants.append((unpermute_qk(w, h), "K has n_kv_heads heads, not n_heads: take K's head count "
-                                                     "from n_kv_heads (its rows are n_kv_heads * d_k)."))
+            if name == "w_k":
+                k_hint = ("K has n_kv_heads heads, not n_heads: take K's head count from n_kv_heads (its rows are "
+                          "n_kv_heads * d_k).")
+                if (h_kv * d_k) % (2 * h) == 0:
+                    variants.append((unpermute_qk(w, h), k_hint))
+                if (h_kv * d_k * d_model) % (h * d_k) == 0:  # Q's heads and d_k, the rest left to -1
+                    variants.append((w.reshape(h, d_k // 2, 2, -1).transpose(1, 2).reshape(w.shape), k_hint))
             c.close(out, expected, case, name, "(heads * d_k, d_model)", variants=variants, atol=0, rtol=0)
         c.passed()
 
@@ -81,7 +86,10 @@ def _chat_mistakes(messages: list[dict]) -> list[tuple[str, str]]:
         (right.replace("<|im_end|>\n<|im_start|>", "\n<|im_end|>\n<|im_start|>"), "no newline before <|im_end|>: "
                                                                                   "it follows the content directly."),
     ]
-    if not system:
+    if system:
+        wrong.append((chatml_prompt([{"role": "system", "content": DEFAULT_SYSTEM}, *messages]), "the default system "
+                      "message goes first only when the conversation has no system message of its own."))
+    else:
         wrong.append((chatml_prompt([{"role": "system", "content": ""}, *messages])[len(
             "<|im_start|>system\n<|im_end|>\n"):], "a conversation without a system message gets SmolLM2's default "
                      "one first (shared.pretrained.chat.DEFAULT_SYSTEM)."))

@@ -19,6 +19,10 @@ END = "<|im_end|>"
 
 def chatml_prompt(messages: list[dict], add_generation_prompt: bool = True, system: str = DEFAULT_SYSTEM) -> str:
     """[{"role": ..., "content": ...}, ...] -> the ChatML text; with add_generation_prompt, the assistant's cue."""
+    if not isinstance(system, str):
+        raise TypeError(f"system must be a str (the default system message), got {type(system).__name__}")
+    if not isinstance(add_generation_prompt, bool):
+        raise TypeError(f"add_generation_prompt must be a bool, got {type(add_generation_prompt).__name__}")
     if not isinstance(messages, list) or not messages:
         raise ValueError(f"messages must be a non-empty list of {{'role', 'content'}} dicts, got {messages!r}")
     for i, m in enumerate(messages):

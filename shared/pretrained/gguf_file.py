@@ -23,7 +23,10 @@ def read_gguf(path: str | os.PathLike):
     if not Path(path).is_file():
         raise FileNotFoundError(f"path {str(path)!r} is not a file: fetch the model with "
                                 "shared.files.fetch_registry_file('SmolLM2-135M-Instruct.Q4_1.gguf')")
-    return gguf.GGUFReader(path)
+    try:
+        return gguf.GGUFReader(path)
+    except (ValueError, KeyError, IndexError, TypeError, EOFError) as e:  # truncated, damaged or not GGUF at all
+        raise ValueError(f"path {str(path)!r} is not a readable GGUF file (truncated or damaged? {e})") from e
 
 
 def metadata(reader) -> dict:
@@ -60,8 +63,13 @@ def config_from_gguf(reader, block_size: int | None = None) -> GPTConfig:
     if head_dim * n_heads != d_model:
         raise ValueError(f"llama.rope.dimension_count={head_dim} is not d_model / n_heads = {d_model} / {n_heads}: "
                          "the course's attention has d_k = d_model / n_heads")
-    vocab = int(get("vocab_size")) if "llama.vocab_size" in reader.fields else len(
-        reader.fields["tokenizer.ggml.tokens"].data)
+    if "llama.vocab_size" in reader.fields:
+        vocab = int(get("vocab_size"))
+    elif "tokenizer.ggml.tokens" in reader.fields:
+        vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    else:
+        raise ValueError("the GGUF file has neither llama.vocab_size nor tokenizer.ggml.tokens: the vocabulary's "
+                         "size is unknown")
     return GPTConfig(
         vocab_size=vocab, block_size=int(get("context_length")) if block_size is None else block_size,
         n_layers=int(get("block_count")), n_heads=n_heads, d_model=d_model, d_ff=int(get("feed_forward_length")),

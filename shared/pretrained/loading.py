@@ -3,10 +3,11 @@
 Names: llama.cpp's `blk.{i}.attn_q.weight` is the course's `blocks.{i}.attn.w_q.weight`, and so on (GGUF_NAMES).
 The head is tied (GPT's lm_head is tok_emb), so a file with its own `output.weight` is refused.
 
-Rows of q and k: Llama's published weights rotate channel i with channel i + d_k/2 ("half-split" RoPE).
-llama.cpp's converter permuted the rows of each q and k head so that adjacent channels (2i, 2i+1) form the
-pairs instead, the layout the course's RoPE rotates (`positions.apply_rope`). So the file's rows load as they
-are; `unpermute_qk` gives back the published order and `permute_qk` makes the file's (notebook 14's trap).
+Rows of q and k: Meta's Llama code rotates adjacent channels (2i, 2i + 1) as one pair, the layout the course's
+RoPE rotates (`positions.apply_rope`). transformers rotates channel i with channel i + d_k/2 ("half-split"), so its
+converter permuted the rows of each q and k head of Meta's weights; llama.cpp's converter, reading those Hugging
+Face weights, permutes them back to adjacent pairs. So the file's rows load as they are; `unpermute_qk` gives the
+Hugging Face (half-split) order and `permute_qk` the file's back (notebook 14's trap).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from torch import Tensor
 from ..gpt import GPT
 from ..validation import check_positive_int
 from .gguf_file import config_from_gguf, read_gguf
-from .quantization import dequantize
+from .quantization import KINDS, dequantize, scales
 
 GLOBAL_NAMES = {"token_embd.weight": "tok_emb.weight", "output_norm.weight": "norm.weight"}
 GGUF_NAMES = {  # per block: llama.cpp's name -> the course's name
@@ -52,21 +53,23 @@ def _check_rows(w: Tensor, n_heads: int, name: str = "w") -> tuple[int, int]:
 
 
 def permute_qk(w: Tensor, n_heads: int) -> Tensor:
-    """Published (half-split) q or k rows (n_heads * d_k, d_model) -> the file's (adjacent pairs) order."""
+    """Hugging Face's (half-split) q or k rows (n_heads * d_k, d_model) -> the file's (adjacent pairs) order."""
     d_k, d_in = _check_rows(w, n_heads)
     return w.reshape(n_heads, 2, d_k // 2, d_in).transpose(1, 2).reshape(w.shape)  # (H, 2, d_k/2) -> (H, d_k/2, 2)
 
 
 def unpermute_qk(w: Tensor, n_heads: int) -> Tensor:
-    """The file's q or k rows (n_heads * d_k, d_model) -> the published (half-split) order; undoes permute_qk."""
+    """The file's q or k rows (n_heads * d_k, d_model) -> Hugging Face's (half-split) order; undoes permute_qk."""
     d_k, d_in = _check_rows(w, n_heads)
     return w.reshape(n_heads, d_k // 2, 2, d_in).transpose(1, 2).reshape(w.shape)  # (H, d_k/2, 2) -> (H, 2, d_k/2)
 
 
 def check_gguf_tensors(reader, model: GPT) -> dict[str, str]:
-    """Check that the file holds exactly the model's tensors, each of its shape; -> {file name: model name}.
+    """Check that the file holds exactly the model's tensors, each of its shape, of a type the course reads and
+    with finite numbers; -> {file name: model name}.
 
-    Raises ValueError naming the first missing, extra or wrongly shaped tensor, before anything is copied.
+    Raises ValueError naming the first missing, extra, wrongly shaped, unreadable or non-finite tensor, before
+    anything is copied.
     """
     names = gguf_to_gpt_names(len(model.blocks))
     params = dict(model.named_parameters())  # the tied lm_head.weight is tok_emb.weight, listed once
@@ -84,6 +87,13 @@ def check_gguf_tensors(reader, model: GPT) -> dict[str, str]:
         shape = tuple(int(n) for n in reversed(in_file[file_name].shape.tolist()))  # PyTorch order
         if shape != tuple(params[ours].shape):
             raise ValueError(f"tensor {file_name!r} has shape {shape}, but {ours} needs {tuple(params[ours].shape)}")
+        kind = in_file[file_name].tensor_type.name
+        if kind not in KINDS:
+            raise ValueError(f"tensor {file_name!r} is {kind}: the course reads F32, F16, Q4_1 and Q8_0 "
+                             "(gguf.quants.dequantize reads the others)")
+        if not torch.isfinite(scales(in_file[file_name])).all():
+            raise ValueError(f"tensor {file_name!r} holds non-finite numbers (NaN or inf scales or weights): "
+                             "the file is damaged")
     return names
 
 

@@ -15,11 +15,15 @@ BLOCK = 32  # weights per block
 Q4_1_BYTES, Q8_0_BYTES = 20, 34  # bytes per block
 
 
+KINDS = ("F32", "F16", "Q4_1", "Q8_0")  # the tensor types the course reads
+
+
 def _blocks(raw: Tensor, nbytes: int, name: str) -> Tensor:
-    if not isinstance(raw, Tensor) or raw.dtype != torch.uint8 or raw.numel() % nbytes:
+    if not isinstance(raw, Tensor) or raw.dtype != torch.uint8 or raw.dim() == 0:
         raise ValueError(f"{name} must be a uint8 tensor of whole {nbytes}-byte blocks, got "
-                         f"{getattr(raw, 'dtype', type(raw).__name__)} with {getattr(raw, 'numel', lambda: '?')()} "
-                         "elements")
+                         f"{getattr(raw, 'dtype', type(raw).__name__)} of shape {tuple(getattr(raw, 'shape', ()))}")
+    if raw.size(-1) % nbytes:  # a block never straddles two rows
+        raise ValueError(f"{name}'s last dimension must be whole {nbytes}-byte blocks, got {tuple(raw.shape)}")
     return raw.reshape(-1, nbytes)  # (n_blocks, nbytes)
 
 
@@ -43,6 +47,16 @@ def dequantize_q8_0(raw: Tensor) -> Tensor:
     return (d * q).reshape(*raw.shape[:-1], -1)
 
 
+def scales(tensor) -> Tensor:
+    """A gguf.ReaderTensor's numbers that set its weights' range: F32/F16 its weights, Q4_1 each block's d and m,
+    Q8_0 each block's d. Every weight is finite exactly when these are (codes are small integers)."""
+    data, kind = np.asarray(tensor.data), tensor.tensor_type.name  # the file's memory map: nothing copied yet
+    if kind in ("F32", "F16"):
+        return torch.from_numpy(np.array(data))
+    b = data.reshape(-1, Q4_1_BYTES if kind == "Q4_1" else Q8_0_BYTES)  # (n_blocks, bytes)
+    return _half(torch.from_numpy(np.array(b[:, 0:4] if kind == "Q4_1" else b[:, 0:2])))  # (n_blocks, 2 or 1)
+
+
 def dequantize(tensor) -> Tensor:
     """A gguf.ReaderTensor -> float32 Tensor in PyTorch's order (rows, columns): F32, F16, Q4_1 or Q8_0."""
     kind = tensor.tensor_type.name
@@ -55,6 +69,6 @@ def dequantize(tensor) -> Tensor:
     elif kind == "Q8_0":
         out = dequantize_q8_0(data)
     else:
-        raise ValueError(f"tensor {tensor.name!r} is {kind}: dequantize reads F32, F16, Q4_1 and Q8_0 "
+        raise ValueError(f"tensor {tensor.name!r} is {kind}: the course reads F32, F16, Q4_1 and Q8_0 "
                          "(gguf.quants.dequantize reads the others)")
     return out.reshape(shape)
