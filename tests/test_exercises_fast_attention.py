@@ -28,7 +28,7 @@ def test_stub_wrong_shape_and_crash_are_feedback(check, capsys):
 
 def step(m, l, acc, s, v, mistake=None):  # noqa: E741
     """A learner's step; `mistake` plants one of the usual ones."""
-    m_new = torch.maximum(m, s.amax(-1))
+    m_new = s.amax(-1) if mistake == "drop running max" else torch.maximum(m, s.amax(-1))
     safe = torch.where(torch.isneginf(m_new), 0.0, m_new)
     if mistake == "nan":
         safe = m_new
@@ -47,6 +47,8 @@ def test_online_softmax_step(capsys):
             "accumulator needs the same rescaling")
     rejects(ex.check_online_softmax_step, lambda *a: step(*a, mistake="block max"), capsys, "RUNNING maximum")
     rejects(ex.check_online_softmax_step, lambda *a: step(*a, mistake="nan"), capsys, "NaN", "read a -inf maximum")
+    rejects(ex.check_online_softmax_step, lambda *a: step(*a, mistake="drop running max"), capsys, "m_new",
+            "m_new = max(m, this block's max), so that")
 
 
 def tiled(q, k, v, block, mistake=None):

@@ -24,6 +24,7 @@ from shared.fast_attention import (
     tiled_attention_forward,
 )
 from shared.gpt import GPT, GPTConfig
+from shared.kv_cache import KVCache
 from shared.masks import causal_mask, padding_mask
 
 
@@ -134,6 +135,31 @@ def test_backward_function_alone_equals_autograd():
         torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
 
 
+def test_double_backward_raises_instead_of_returning_wrong_second_derivatives():
+    q, k, v = qkv(1, 1, 5, 3, dtype=torch.float64, grad=True)
+    (dq,) = torch.autograd.grad(tiled_attention(q, k, v, block_q=2, block_k=2).pow(2).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|double backward|twice"):
+        dq.sum().backward()
+
+
+@pytest.mark.parametrize("name, bad", [("out", lambda o, s, d: (o[..., :-1, :], s, d)),
+                                       ("lse", lambda o, s, d: (o, s[..., None], d)),
+                                       ("d_out", lambda o, s, d: (o, s, d[..., :2]))])
+def test_backward_function_names_a_badly_shaped_argument(name, bad):
+    q, k, v = qkv(1, 2, 6, 4)
+    out, lse = tiled_attention_forward(q, k, v)
+    with pytest.raises(ValueError, match=f"^{name} must have shape"):
+        tiled_attention_backward(q, k, v, *bad(out, lse, torch.ones_like(out)))
+
+
+@pytest.mark.parametrize("args, message", [((4, 4, 0, 2, True), "block_q"), ((4, 4, 2, -1, False), "block_k"),
+                                           ((0, 4, 2, 2, False), "T_q"), ((8, 4, 2, 2, True), "T_k >= T_q"),
+                                           ((4, 4, 2, 2, 1), "causal must be a bool")])
+def test_block_counts_names_bad_input(args, message):
+    with pytest.raises(ValueError, match=message):
+        block_counts(*args)
+
+
 def test_causal_blocks_above_the_diagonal_are_skipped_and_counted():
     counts = TileCounts()
     q, k, v = qkv(1, 1, 128, 8)
@@ -193,6 +219,25 @@ def test_merge_of_partials_equals_attention_over_all_keys_even_with_an_empty_blo
         merge_partials(torch.zeros(2, 1, 3, 4), torch.zeros(2, 1, 4))
 
 
+def test_merge_of_a_row_masked_in_every_block_is_zero_with_lse_minus_inf():
+    outs, lses = torch.randn(3, 2, 4, 5), torch.randn(3, 2, 4)
+    lses[:, 1, 2] = -math.inf  # row (1, 2) saw no key in any block
+    outs[:, 1, 2] = 0.0  # as a fully masked tiled forward leaves it
+    out, lse = merge_partials(outs, lses)
+    assert not out.isnan().any() and (out[1, 2] == 0).all() and torch.isneginf(lse[1, 2])
+    torch.testing.assert_close(lse[0], torch.logsumexp(lses[:, 0], dim=0))
+
+
+@pytest.mark.parametrize("lses, outs_dtype, message", [
+    (torch.tensor([[0.0, math.inf]]), torch.float32, "lses must be finite or -inf"),
+    (torch.tensor([[0.0, math.nan]]), torch.float32, "lses must be finite or -inf"),
+    (torch.zeros(1, 2), torch.float64, "the same dtype"),
+])
+def test_merge_names_bad_lses(lses, outs_dtype, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        merge_partials(torch.zeros(1, 2, 3, dtype=outs_dtype), lses)
+
+
 @pytest.mark.parametrize("n_kv_heads", [None, 2])
 @pytest.mark.parametrize("n_splits", [1, 3, 64])
 def test_split_kv_decoding_equals_the_models_own_attention_over_its_cache(n_kv_heads, n_splits):
@@ -218,6 +263,20 @@ def test_split_kv_decoding_equals_the_models_own_attention_over_its_cache(n_kv_h
 def test_split_kv_decoding_names_bad_input():
     with pytest.raises(ValueError, match="cache is empty"):
         split_kv_attention(torch.zeros(1, 1, 1, 4), GPT(GPTConfig(vocab_size=5, n_layers=1)).new_caches()[0], 2)
+    cache = KVCache()
+    cache.update(*qkv(1, 2, 5, 4)[:2])
+    with pytest.raises(TypeError, match="q has dtype torch.float64 but the cache holds torch.float32"):
+        split_kv_attention(torch.zeros(1, 2, 1, 4, dtype=torch.float64), cache, 2)
+
+
+def test_split_kv_decoding_with_a_short_last_block_equals_attention_over_every_key():
+    q, _, _ = qkv(1, 2, 3, 4, seed=2)
+    k, v, _ = qkv(1, 2, 13, 4, seed=3)
+    cache = KVCache()
+    cache.update(k, v)
+    expected, _ = plain_attention(q, k, v, causal_mask(3, n_keys=13))
+    for n_splits in (5, 4, 13):  # blocks of 3, 4 and 1 keys: 13 = 4 * 3 + 1 and 3 * 4 + 1, a last block of one key
+        torch.testing.assert_close(split_kv_attention(q, cache, n_splits), expected, rtol=0, atol=1e-6)
 
 
 def test_peak_memory_reads_known_allocations_exactly_and_tiling_saves_the_square():

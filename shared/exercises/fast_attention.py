@@ -19,6 +19,8 @@ _NAN_HINT = ("a row whose scores are all -inf (masked) so far has m = -inf, and 
 _NO_RESCALE_L = "rescale the old sum to the new maximum before adding: l_new = exp(m - m_new) * l + p.sum(-1)."
 _NO_RESCALE_ACC = ("the accumulator needs the same rescaling as the sum: "
                    "acc_new = exp(m - m_new)[..., None] * acc + p @ v.")
+_DROP_RUNNING_MAX = ("keep the running maximum: m_new = max(m, this block's max), so that a block whose scores are "
+                     "all below the old maximum does not lower it.")
 _BLOCK_MAX = ("subtract the RUNNING maximum m_new = max(m, this block's max), not this block's own maximum: every "
               "term must be measured against the same m so that old and new terms add up.")
 
@@ -29,7 +31,7 @@ def _safe(m: Tensor) -> Tensor:
 
 def _step(m, l, acc, s, v, mistake: str | None = None):  # noqa: E741 (the paper's l)
     """One online-softmax step with its accumulator, or with one of the usual mistakes."""
-    m_new = torch.maximum(m, s.amax(dim=-1))
+    m_new = s.amax(dim=-1) if mistake == "drop running max" else torch.maximum(m, s.amax(dim=-1))
     base = _safe(s.amax(dim=-1) if mistake == "block max" else m_new)
     p = torch.exp(s - base[..., None])
     alpha = torch.exp(m - _safe(m_new))
@@ -57,8 +59,9 @@ def check_online_softmax_step(c: Checker) -> None:
     for case, args in cases.items():
         expected = _step(*args)
         result = c.unpack(c.call(case, *(a.clone() for a in args)), case, ("m_new", "l_new", "acc_new"))
-        variants = {name: _step(*args, mistake=name) for name in ("no rescale l", "no rescale acc", "block max")}
-        hints = {"no rescale l": _NO_RESCALE_L, "no rescale acc": _NO_RESCALE_ACC, "block max": _BLOCK_MAX}
+        hints = {"no rescale l": _NO_RESCALE_L, "no rescale acc": _NO_RESCALE_ACC, "block max": _BLOCK_MAX,
+                 "drop running max": _DROP_RUNNING_MAX}
+        variants = {name: _step(*args, mistake=name) for name in hints}
         for i, (name, shape) in enumerate((("m_new", "(..., n)"), ("l_new", "(..., n)"),
                                            ("acc_new", "(..., n, d_v)"))):
             c.close(result[i], expected[i], case, name, shape, nan_hint=_NAN_HINT, atol=1e-5,

@@ -26,6 +26,10 @@ def merge_partials(outs: Tensor, lses: Tensor) -> tuple[Tensor, Tensor]:
     if outs.shape[:-1] != lses.shape:
         raise ValueError(f"lses must have the shape of outs without its last dim (S, ..., T_q), got outs "
                          f"{describe(outs)} and lses {describe(lses)}")
+    if lses.dtype != outs.dtype:
+        raise TypeError(f"outs and lses must have the same dtype, got {outs.dtype} and {lses.dtype}")
+    if (lses.isnan() | torch.isposinf(lses)).any():
+        raise ValueError("lses must be finite or -inf (a block whose keys were all masked), got NaN or +inf")
     lse = torch.logsumexp(lses, dim=0)  # (..., T_q): -inf where every block was fully masked
     weights = torch.exp(lses - torch.where(torch.isneginf(lse), 0.0, lse))  # (S, ..., T_q), summing to 1 per row
     return (weights[..., None] * outs).sum(dim=0), lse
@@ -41,6 +45,9 @@ def split_kv_attention(q: Tensor, cache: KVCache, n_splits: int) -> Tensor:
         raise ValueError("cache is empty: run the prompt through the model with the cache first")
     check_float_tensor("q", q)
     check_positive_int("n_splits", n_splits)
+    if q.dtype != cache.k.dtype:
+        raise TypeError(f"q has dtype {q.dtype} but the cache holds {cache.k.dtype}: convert q (or the model) so "
+                        "they match")
     B, H_kv, T, _ = cache.k.shape
     if q.dim() != 4 or q.size(0) != B or q.size(1) % H_kv or q.size(-1) != cache.k.size(-1) or q.size(2) > T:
         raise ValueError(f"q must have shape (B={B}, H (a multiple of {H_kv}), T_q <= {T}, "

@@ -11,7 +11,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..validation import check_attention_inputs, check_bool, check_instance, check_positive_int
+from ..validation import (
+    check_attention_inputs,
+    check_bool,
+    check_float_tensor,
+    check_instance,
+    check_positive_int,
+    describe,
+)
 from .online_softmax import rescale
 
 
@@ -31,6 +38,10 @@ def _above_diagonal(i0: int, bq: int, j0: int, T_q: int, T_k: int) -> bool:
 
 def block_counts(T_q: int, T_k: int, block_q: int, block_k: int, causal: bool) -> TileCounts:
     """The tiles a forward over (T_q, T_k) computes and skips, without computing them (for plots and tables)."""
+    for name, value in (("T_q", T_q), ("T_k", T_k), ("block_q", block_q), ("block_k", block_k)):
+        check_positive_int(name, value)
+    check_bool("causal", causal)
+    _check_causal_lengths(causal, T_q, T_k)
     counts = TileCounts()
     for i0 in range(0, T_q, block_q):
         for j0 in range(0, T_k, block_k):
@@ -51,6 +62,13 @@ def _tile_keep(mask: Tensor | None, causal: bool, i0: int, i1: int, j0: int, j1:
     return keep
 
 
+def _check_causal_lengths(causal: bool, T_q: int, T_k: int) -> None:
+    """causal=True lines the last query up with the last key, so it needs at least as many keys as queries."""
+    if causal and T_k < T_q:
+        raise ValueError(f"causal=True needs T_k >= T_q (the last query lines up with the last key), got T_q={T_q} "
+                         f"and T_k={T_k}")
+
+
 def _check(q, k, v, mask, causal, block_q, block_k) -> Tensor | None:
     """Validate tiled attention's arguments; return the mask expanded (a view) to (..., T_q, T_k), or None."""
     check_attention_inputs(q, k, v, mask)
@@ -60,9 +78,7 @@ def _check(q, k, v, mask, causal, block_q, block_k) -> Tensor | None:
     check_bool("causal", causal)
     check_positive_int("block_q", block_q)
     check_positive_int("block_k", block_k)
-    if causal and k.size(-2) < q.size(-2):
-        raise ValueError(f"causal=True needs T_k >= T_q (the last query lines up with the last key), got T_q="
-                         f"{q.size(-2)} and T_k={k.size(-2)}")
+    _check_causal_lengths(causal, q.size(-2), k.size(-2))
     return None if mask is None else mask.expand(*q.shape[:-1], k.size(-2))  # a view: no (T_q, T_k) copy
 
 
@@ -113,6 +129,12 @@ def tiled_attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: 
     dS = P * (dP - D) with dP = dO V^T and D = rowsum(dO * O) (equal to rowsum(P * dP), but needs no P).
     """
     mask = _check(q, k, v, mask, causal, block_q, block_k)
+    for name, x, shape in (("out", out, (*q.shape[:-1], v.size(-1))), ("lse", lse, q.shape[:-1]),
+                           ("d_out", d_out, (*q.shape[:-1], v.size(-1)))):
+        check_float_tensor(name, x)
+        if x.shape != shape:
+            raise ValueError(f"{name} must have shape {tuple(shape)} (the forward's, from q {tuple(q.shape)} and v "
+                             f"{tuple(v.shape)}), got {describe(x)}")
     T_q, T_k, scale = q.size(-2), k.size(-2), 1.0 / math.sqrt(q.size(-1))
     D = (d_out * out).sum(dim=-1)  # (..., T_q)
     lse = torch.where(torch.isneginf(lse), math.inf, lse)  # a fully masked row: P = exp(-inf) = 0, not NaN
@@ -148,6 +170,7 @@ class TiledAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @torch.autograd.function.once_differentiable  # the backward is not itself differentiable: no second derivatives
     def backward(ctx, d_out):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = tiled_attention_backward(q, k, v, out, lse, d_out.contiguous(), ctx.mask, *ctx.options)
@@ -159,6 +182,8 @@ def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     """softmax(q k^T / sqrt(d_k)) v, (..., T_q, d_k) -> (..., T_q, d_v), tile by tile; differentiable.
 
     fp16/bf16 inputs are computed in fp32 and the output cast back. counts, if given, counts the forward's tiles.
+    causal=True with T_q < T_k lines up the last query with the last key (bottom-right, as the course's
+    causal_mask(T_q, n_keys=T_k)); F.scaled_dot_product_attention's is_causal lines up the first ones (top-left).
     """
     mask_view = _check(q, k, v, mask, causal, block_q, block_k)
     low = q.dtype in (torch.float16, torch.bfloat16)
