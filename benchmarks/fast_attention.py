@@ -3,9 +3,11 @@
     python benchmarks/fast_attention.py                  # T = 512 ... 8192, one head, d_k = 64, causal
     python benchmarks/fast_attention.py --max-t 2048 --repeats 3
 
-Variants, all on the same (1, 1, T, 64) float32 q, k, v with requires_grad, causal, output summed then backward:
-- plain: `shared.attention.scaled_dot_product_attention` with `causal_mask` (notebooks 01 and 03);
-- tiled: `shared.fast_attention.tiled_attention` (notebook 15) at the block size found fastest here;
+Variants, all on the same (1, 1, T, 64) float32 q, k, v with requires_grad, causal, output summed then backward
+(the same three functions as notebook 15's section 5):
+- plain: `shared.attention.scaled_dot_product_attention` with `causal_mask` (notebooks 01 and 03), keeping only its
+  output (the returned weights are dropped at once, as a model does);
+- tiled: `shared.fast_attention.tiled_attention` (notebook 15) with blocks of --block (128) queries and keys;
 - sdpa: `torch.nn.functional.scaled_dot_product_attention(is_causal=True)`, PyTorch's fused CPU kernel.
 
 Memory: `shared.debug.peak_cpu_memory`, torch.profiler's allocation events summed in time order: the most bytes
@@ -16,8 +18,10 @@ tensors and must read exactly their size. As a second, independent reading, `rss
 the largest T, each in a fresh process, and reports the growth of its peak resident memory (Linux's VmHWM, reset
 just before the call) over the resident memory before it: that sees every page the process touched, torch's or
 not. Times: one torch thread, the variants called in turn (plain, tiled, sdpa,
-plain, ...) so that a busy machine slows each alike; medians in milliseconds. Block sizes are timed the same way,
-interleaved, at --sweep-t.
+plain, ...); medians in milliseconds. A busy machine still slows them unequally (a variant that streams (T, T)
+matrices through memory suffers more from a neighbour's traffic). Block sizes are timed the same way, interleaved,
+at --sweep-t; so are the tiled forward + backward with and without the causal mask, and plain, at --sweep-t
+(`skip_ms_at_sweep_t`): tiled without a mask does all T^2 scores, as plain does.
 """
 
 from __future__ import annotations
@@ -56,8 +60,7 @@ def inputs(T: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
 def variants(block: int) -> dict:
     """name -> function(q, k, v) that runs forward + backward of causal attention."""
     def plain(q, k, v):
-        out, _ = scaled_dot_product_attention(q, k, v, causal_mask(q.size(-2), q.device))
-        out.sum().backward()
+        scaled_dot_product_attention(q, k, v, causal_mask(q.size(-2), q.device))[0].sum().backward()
 
     def tiled(q, k, v):
         tiled_attention(q, k, v, causal=True, block_q=block, block_k=block).sum().backward()
@@ -134,6 +137,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per T (after one warm-up round)")
     parser.add_argument("--sweep-t", type=int, default=2048, help="T at which block sizes are compared")
     parser.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128, 256, 512])
+    parser.add_argument("--block", type=int, default=128, help="tiled's block size for the memory and time runs")
     args = parser.parse_args()
     torch.set_num_threads(1)
     started, load_start = time.perf_counter(), load_average()
@@ -141,9 +145,10 @@ def main() -> None:
     sweep_args = inputs(args.sweep_t)
     block_ms = interleaved_ms({str(b): variants(b)["tiled"] for b in args.blocks}, sweep_args, args.repeats)
     best = int(min(block_ms, key=block_ms.get))
-    fns = variants(best)
-    skip_ms = interleaved_ms({"causal": fns["tiled"], "full": lambda q, k, v: tiled_attention(
-        q, k, v, block_q=best, block_k=best).sum().backward()}, sweep_args, args.repeats)
+    fns = variants(args.block)
+    skip_ms = interleaved_ms({"tiled causal": fns["tiled"], "tiled no mask": lambda q, k, v: tiled_attention(
+        q, k, v, block_q=args.block, block_k=args.block).sum().backward(), "plain": fns["plain"]},
+        sweep_args, args.repeats)
 
     sizes = [512 * 2 ** i for i in range(int(math.log2(args.max_t // 512)) + 1)]
     peak = {name: [] for name in fns}
@@ -161,11 +166,12 @@ def main() -> None:
     print(json.dumps(dict(
         benchmark="fast_attention", d_k=D_K, heads=1, dtype="float32", causal=True, threads=1, T=sizes,
         memory_method="torch.profiler allocation events (shared.debug.peak_cpu_memory), bytes above the start",
-        calibration=calibration(), peak_bytes=peak, rss_check=rss_check(sizes[-1], best),
+        calibration=calibration(), peak_bytes=peak, rss_check=rss_check(sizes[-1], args.block),
         log_log_slope={name: round(slope(sizes, ys), 3) for name, ys in peak.items()},
         plain_over_tiled_peak_at_max_t=round(ratio, 1), goal_20x_met=ratio >= 20,
-        time_ms=times, block_sizes=args.blocks, block_ms_at_sweep_t=block_ms, sweep_t=args.sweep_t, best_block=best,
-        tiled_causal_vs_full_ms=skip_ms, repeats=args.repeats,
+        time_ms=times, block=args.block, plain_variant="output only", block_sizes=args.blocks,
+        block_ms_at_sweep_t=block_ms, sweep_t=args.sweep_t, best_block=best, skip_ms_at_sweep_t=skip_ms,
+        repeats=args.repeats,
         wall_seconds=round(time.perf_counter() - started, 1), load_average_start=load_start,
         load_average_end=load_average(), command=" ".join(["python", "benchmarks/fast_attention.py", *sys.argv[1:]]),
         commit=commit, commit_dirty=dirty, torch=torch.__version__)))
