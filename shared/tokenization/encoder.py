@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Sequence
 
 from .merge import merge
@@ -29,6 +30,8 @@ class BPETokenizer:
                 raise TypeError(f"special_tokens must map non-empty str to int ids, got {text!r}: {i!r}")
             if i in vocab:
                 raise ValueError(f"special_tokens: id {i} of {text!r} is already the id of {vocab[i]!r} in vocab")
+        if len(set(special_tokens.values())) < len(special_tokens):
+            raise ValueError(f"special_tokens must give each token its own id, got {special_tokens!r}")
         self.vocab, self.pretokenizer, self.special_tokens = dict(vocab), pretokenizer, special_tokens
         self._split = PRETOKENIZERS[pretokenizer]
         ids_of = {token: i for i, token in vocab.items()}
@@ -36,7 +39,10 @@ class BPETokenizer:
         self.missing_bytes = [b for b in range(256) if self.byte_ids[b] is None]
         self.ranks: dict[tuple[int, int], int] = {}  # (id_a, id_b) -> rank: lower merges first
         self.merged: dict[tuple[int, int], int] = {}  # (id_a, id_b) -> the id of their concatenation
-        for rank, (a, b) in enumerate(merges):
+        for rank, pair in enumerate(merges):
+            if not isinstance(pair, tuple | list) or len(pair) != 2:
+                raise ValueError(f"merges[{rank}] = {pair!r}: expected a pair of ids (id_a, id_b)")
+            a, b = pair
             if a not in vocab or b not in vocab or vocab[a] + vocab[b] not in ids_of:
                 raise ValueError(f"merges[{rank}] = {(a, b)!r}: both ids and their concatenation must be in vocab")
             self.ranks.setdefault((a, b), rank)
@@ -84,26 +90,21 @@ class BPETokenizer:
 
     def pieces(self, text: str) -> list[str]:
         """The token boundaries of `text`: per token, the characters it completes ("" for a token that ends
-        inside a character's UTF-8 bytes, whose rest is in the next token)."""
-        pieces, pending = [], b""
-        for i in self.encode(text):
-            pending += self.decode_bytes([i])
-            whole = len(pending)  # cut after the last complete character
-            while whole > 0:
-                try:
-                    pieces.append(pending[:whole].decode("utf-8"))
-                    break
-                except UnicodeDecodeError:
-                    whole -= 1
-            else:
-                pieces.append("")
-            pending = pending[whole:]
-        return pieces
+        inside a character's UTF-8 bytes, whose rest is in the next token; '\ufffd' for bytes that can never
+        become a character, such as the rest of one whose first byte had no token)."""
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # keeps an unfinished character's bytes
+        return [utf8.decode(self.decode_bytes([i])) for i in self.encode(text)]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """ids (n,) (a list, or a 1-D tensor) -> the bytes they stand for (special tokens as their UTF-8 text)."""
+        if hasattr(ids, "tolist"):
+            if ids.ndim != 1:
+                raise ValueError(f"ids must be 1-D (n,), got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
         out = []
-        for position, i in enumerate(ids.tolist() if hasattr(ids, "tolist") else ids):
+        for position, i in enumerate(ids):
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"ids[{position}] = {i!r}: expected an int token id, got {type(i).__name__}")
             if i in self.vocab:
                 out.append(self.vocab[i])
             elif i in self._special_text:

@@ -1,8 +1,12 @@
-"""Pre-tokenizers: cut text into words before BPE, so that merges never cross a word boundary.
+r"""Pre-tokenizers: cut text into words before BPE, so that merges never cross a word boundary.
 
 GPT-2's rule is one regular expression (letters, numbers, other symbols, each with at most one leading space;
 runs of white space). SmolLM2 first cuts every digit out alone, then applies GPT-2's rule to the rest.
 Special tokens (such as "<|endoftext|>") are cut out before either rule, so they are never split.
+
+One known difference from the reference tokenizers: the `regex` package counts the unassigned code points of
+plane 3 (such as U+3EFEB) as letters (\p{L}) and the Rust engines of tiktoken and `tokenizers` do not, so text
+holding them can split, and so encode, differently; on assigned characters the ids are equal.
 """
 
 from __future__ import annotations

@@ -29,8 +29,25 @@ def word_counts(text: str, pretokenizer: str = "gpt2", special_tokens=()) -> Cou
     return Counter(w for piece, special in split_special(text, special_tokens) if not special for w in split(piece))
 
 
+def check_special_tokens(special_tokens) -> list[str]:
+    """`special_tokens` as a list of distinct non-empty str; a lone str is refused (it would be read letter by
+    letter)."""
+    if isinstance(special_tokens, str | bytes) or not all(isinstance(s, str) and s for s in special_tokens):
+        raise TypeError(f"special_tokens must be a list of non-empty str, got {special_tokens!r}")
+    special_tokens = list(special_tokens)
+    if len(set(special_tokens)) < len(special_tokens):
+        raise ValueError(f"special_tokens must be distinct, got {special_tokens!r}")
+    return special_tokens
+
+
 def _start(words: Counter, vocab_size: int, special_tokens, byte_ids) -> tuple[list[list[int]], list[int], dict, int]:
     """Words as byte ids with their counts, the 256-byte vocabulary, and how many tokens make `vocab_size`."""
+    if not isinstance(words, dict):
+        raise TypeError(f"words must be a Counter {{word (str): count (int)}}, got {type(words).__name__}")
+    for word, count in words.items():
+        if not isinstance(word, str) or not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise ValueError(f"words must map str to counts >= 1, got {word!r}: {count!r}")
+    special_tokens = check_special_tokens(special_tokens)
     check_int("vocab_size", vocab_size, 256 + len(special_tokens),
               " (256 bytes plus the special tokens, plus one per merge)")
     byte_ids = list(range(256)) if byte_ids is None else list(byte_ids)
@@ -116,6 +133,7 @@ def train_bpe(words: Counter, vocab_size: int, special_tokens=(), byte_ids=None)
 def train_tokenizer(text: str, vocab_size: int, special_tokens=(), pretokenizer: str = "gpt2",
                     naive: bool = False) -> BPETokenizer:
     """Train byte-level BPE on `text` -> a BPETokenizer of `vocab_size` ids; special tokens take the last ids."""
+    special_tokens = check_special_tokens(special_tokens)
     words = word_counts(text, pretokenizer, special_tokens)
     vocab, merges = (train_bpe_naive if naive else train_bpe)(words, vocab_size, special_tokens)
     special = {s: len(vocab) + n for n, s in enumerate(special_tokens)}

@@ -45,14 +45,23 @@ def from_token_strings(tokens: dict[str, int], merges: list[tuple[str, str]], pr
                        special_tokens: dict[str, int]) -> BPETokenizer:
     """A tokenizer from a byte-level vocabulary {token string: id} and merges [(left, right) strings], rank order."""
     vocab = {i: token_bytes(t) for t, i in tokens.items() if t not in special_tokens}
-    ids_of = {t: i for t, i in tokens.items()}
-    return BPETokenizer(vocab, [(ids_of[a], ids_of[b]) for a, b in merges], pretokenizer, special_tokens)
+    unknown = next(((n, m) for n, m in enumerate(merges) if m[0] not in tokens or m[1] not in tokens), None)
+    if unknown:
+        raise ValueError(f"merges[{unknown[0]}] = {unknown[1]!r} names a token that is not in tokens")
+    return BPETokenizer(vocab, [(tokens[a], tokens[b]) for a, b in merges], pretokenizer, special_tokens)
 
 
 def read_gpt2(encoder_json: str | os.PathLike, vocab_bpe: str | os.PathLike) -> tuple[dict[str, int],
                                                                                        list[tuple[str, str]]]:
     """GPT-2's files -> ({token string: id} for 50,257 tokens, [(left, right)] for 50,000 merges in rank order)."""
-    tokens = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    expected = "GPT-2's encoder.json, a JSON object {token: id} with " + GPT2_END_OF_TEXT
+    try:
+        tokens = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"encoder_json: {encoder_json} is not {expected} ({err})") from None
+    if (not isinstance(tokens, dict) or GPT2_END_OF_TEXT not in tokens
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in tokens.values())):
+        raise ValueError(f"encoder_json: {encoder_json} is not {expected}")
     lines = Path(vocab_bpe).read_text(encoding="utf-8").split("\n")
     merges = [tuple(line.split(" ")) for line in lines[1:] if line]  # line 0 is "#version: 0.2"
     if any(len(m) != 2 for m in merges):
@@ -72,7 +81,10 @@ def read_gguf_tokenizer(path: str | os.PathLike) -> tuple[dict[str, int], list[t
     """A GGUF file's tokenizer -> ({token string: id}, [(left, right)] merges in rank order, {control token: id})."""
     from gguf import GGUFReader  # reads the file's header; the weights stay on disk (memory-mapped)
 
-    reader = GGUFReader(path)
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, IndexError, KeyError, TypeError) as err:  # a truncated or foreign file
+        raise ValueError(f"path: {path} is not a whole GGUF file ({err})") from None
 
     def strings(key: str) -> list[str]:
         field = reader.fields[key]
