@@ -62,7 +62,7 @@ def test_permutation_round_trip_and_k_heads():
 
 
 def test_permuted_rows_make_adjacent_pairs_rotate_as_half_split():
-    """permute_qk turns transformers' half-split rotation into the course's adjacent-pairs rotation, exactly in maths."""
+    """permute_qk turns transformers' half-split rotation into the course's adjacent-pairs one, exactly in maths."""
     torch.manual_seed(0)
     n_heads, d_k, d_model, T = 2, 8, 6, 5
     w, x, pos = torch.randn(n_heads * d_k, d_model), torch.randn(T, d_model), torch.arange(T)
@@ -311,3 +311,19 @@ def test_chatml_prompt_checks_system_and_add_generation_prompt():
             chatml_prompt(messages, system=bad)
     with pytest.raises(TypeError, match="add_generation_prompt must be a bool"):
         chatml_prompt(messages, add_generation_prompt="no")
+
+
+def test_empty_gpt_computes_what_a_built_gpt_computes_once_filled():
+    """load_gpt builds on the meta device (no random initialisation); filled, it is the GPT of the same config."""
+    from shared.pretrained.loading import empty_gpt
+
+    config = GPTConfig(50, n_layers=2, d_model=32, n_heads=4, n_kv_heads=2, position="rope", norm="rmsnorm",
+                       activation="swiglu", bias=False, rope_base=1e4)
+    built, empty = GPT(config), empty_gpt(config)
+    assert empty.lm_head.weight is empty.tok_emb.weight
+    torch.testing.assert_close(empty.blocks[1].attn.rope.inv_freq, built.blocks[1].attn.rope.inv_freq)
+    empty.load_state_dict(built.state_dict())
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert torch.equal(empty.eval()(ids), built.eval()(ids))
+    with pytest.raises(ValueError, match="can only rebuild RoPE"):
+        empty_gpt(GPTConfig(50, n_layers=1, d_model=32, n_heads=4, position="alibi"))

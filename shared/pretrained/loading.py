@@ -17,7 +17,8 @@ import os
 import torch
 from torch import Tensor
 
-from ..gpt import GPT
+from ..gpt import GPT, GPTConfig
+from ..positions import RotaryEmbedding, rope_frequencies
 from ..validation import check_positive_int
 from .gguf_file import config_from_gguf, read_gguf
 from .quantization import KINDS, dequantize, scales
@@ -109,8 +110,26 @@ def load_gguf_weights(model: GPT, reader) -> GPT:
     return model
 
 
+def empty_gpt(config: GPTConfig) -> GPT:
+    """A GPT of `config` whose parameters are allocated but not initialised (the file fills every one of them).
+
+    Built on the `meta` device (shapes, no memory, no random initialisation), then given real, empty memory; the
+    rotary frequencies, a buffer computed from the config, are computed again.
+    """
+    with torch.device("meta"):
+        model = GPT(config)
+    model.to_empty(device="cpu")
+    model.lm_head.weight = model.tok_emb.weight  # tied, as GPT ties them
+    for name, module in model.named_modules():
+        for buffer in dict(module.named_buffers(recurse=False)):
+            if not (isinstance(module, RotaryEmbedding) and buffer == "inv_freq"):
+                raise ValueError(f"{name}.{buffer}: empty_gpt can only rebuild RoPE's frequencies")
+            module.inv_freq = rope_frequencies(module.d_k, module.base)
+    return model
+
+
 def load_gpt(path: str | os.PathLike, block_size: int | None = None) -> GPT:
     """A GPT built from a Llama-architecture GGUF file's metadata and filled with its weights, in eval mode."""
     reader = read_gguf(path)
-    model = GPT(config_from_gguf(reader, block_size))
+    model = empty_gpt(config_from_gguf(reader, block_size))
     return load_gguf_weights(model, reader).eval()
