@@ -1,6 +1,7 @@
-"""Tiled attention (Dao et al. 2022, FlashAttention's algorithm in plain PyTorch): loop over query blocks and key
-blocks, keep a running max m, sum l and output accumulator per query row, and never form the (T_q, T_k) scores.
-The forward saves only the output and the log-sum-exp per row; the backward recomputes each tile from them.
+"""Tiled attention (FlashAttention, Dao et al. 2022, in plain PyTorch), in FlashAttention-2's loop order (Dao 2024):
+query blocks outside and key blocks inside, a running max m, sum l and output accumulator per query row, divided by
+l once at the end, and never the (T_q, T_k) scores. The forward saves only the output and the log-sum-exp per row;
+the backward computes D = rowsum(dO * O) once and recomputes each tile from them.
 """
 
 from __future__ import annotations
