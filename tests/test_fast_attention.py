@@ -292,3 +292,11 @@ def test_peak_memory_reads_known_allocations_exactly_and_tiling_saves_the_square
     assert any(size == 1024 * 1024 * 4 for _, size in plain.large) and not tiled.large
     with pytest.raises(TypeError, match="fn must be a callable"):
         peak_cpu_memory(3)
+
+
+def test_peak_memory_names_the_operations_that_ran():
+    q, k, v = qkv(1, 1, 64, 8, grad=True)
+    report = peak_cpu_memory(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward())
+    assert "aten::scaled_dot_product_attention" in report.operations and "aten::sum" in report.operations
+    assert "aten::softmax" not in report.operations  # a fused kernel, not notebook 01's steps
+    assert "aten::softmax" in peak_cpu_memory(lambda: plain_attention(q, k, v)).operations

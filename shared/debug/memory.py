@@ -20,11 +20,13 @@ from torch.profiler import ProfilerActivity, profile
 @dataclass
 class MemoryReport:
     """peak: the most bytes held at once during the call; allocated: all bytes allocated; large: (operation,
-    bytes) of each allocation >= `threshold`, named by the outermost operation ("backward: X" in autograd's X)."""
+    bytes) of each allocation >= `threshold`, named by the outermost operation ("backward: X" in autograd's X);
+    operations: the names of every torch operation the call ran (e.g. which attention kernel)."""
 
     peak: int
     allocated: int
     large: list[tuple[str, int]] = field(default_factory=list)
+    operations: set[str] = field(default_factory=set)
 
 
 def _walk(nodes):
@@ -82,4 +84,5 @@ def peak_cpu_memory(fn: Callable[[], object], threshold: int = 1 << 20) -> Memor
             allocated += size
             if size >= threshold:
                 large.append((_operation(node), size))
-    return MemoryReport(peak, allocated, large)
+    operations = {n.name for n in nodes if n.tag == _EventType.TorchOp}
+    return MemoryReport(peak, allocated, large, operations)
