@@ -18,8 +18,8 @@ tensors and must read exactly their size. As a second, independent reading, `rss
 the largest T, each in a fresh process, and reports the growth of its peak resident memory (Linux's VmHWM, reset
 just before the call) over the resident memory before it: that sees every page the process touched, torch's or
 not. Times: one torch thread, the variants called in turn (plain, tiled, sdpa,
-plain, ...); medians in milliseconds. A busy machine still slows them unequally (a variant that streams (T, T)
-matrices through memory suffers more from a neighbour's traffic). Block sizes are timed the same way, interleaved,
+plain, ...); medians in milliseconds. That spreads a busy machine's load over the variants, but does not make it
+slow each alike. Block sizes are timed the same way, interleaved,
 at --sweep-t; so are the tiled forward + backward with and without the causal mask, and plain, at --sweep-t
 (`skip_ms_at_sweep_t`): tiled without a mask does all T^2 scores, as plain does.
 """
