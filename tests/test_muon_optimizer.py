@@ -6,6 +6,8 @@
 - newton_schulz is notebook 10's by-hand iteration, for batches and tall matrices too.
 """
 
+import re
+
 import pytest
 import torch
 import torch.optim._muon as torch_muon
@@ -143,3 +145,82 @@ def test_bad_newton_schulz_dtype():
         Muon([torch.nn.Parameter(torch.zeros(2, 3))], newton_schulz_dtype=torch.float16)
     with pytest.raises(ValueError, match="adjust_lr_fn"):
         muon.adjusted_lr(0.1, "match_rms", torch.Size([2, 3]))
+
+
+def test_the_cpu_probe_confirms_onednn_with_a_measured_matmul(monkeypatch):
+    # oneDNN says True for any AVX-512 CPU, also one without the BF16 extension (Skylake-SP to Ice Lake), where a
+    # bfloat16 matmul is emulated, ~5x slower than float32; AVX2-only CPUs it calls False (no measurement needed)
+    def never_measured():
+        raise AssertionError("measured although oneDNN said no")
+
+    monkeypatch.setattr(muon, "_onednn_says_bf16", lambda: False)
+    monkeypatch.setattr(muon, "bf16_matmul_slowdown", never_measured)
+    assert bf16_is_native("cpu") is False
+    monkeypatch.setattr(muon, "_onednn_says_bf16", lambda: True)
+    for slowdown, native in ((0.2, True), (1.2, True), (4.8, False), (64.0, False)):  # bf16 time / fp32 time
+        monkeypatch.setattr(muon, "bf16_matmul_slowdown", lambda s=slowdown: s)
+        assert bf16_is_native("cpu") is native and newton_schulz_dtype("cpu") == (
+            torch.bfloat16 if native else torch.float32)
+
+
+def test_the_measured_slowdown_is_a_real_ratio_taken_once():
+    muon.bf16_matmul_slowdown.cache_clear()
+    first = muon.bf16_matmul_slowdown()
+    assert 0 < first < float("inf") and muon.bf16_matmul_slowdown() == first  # cached: one measurement a process
+    assert muon.bf16_matmul_slowdown.cache_info().misses == 1
+
+
+def test_a_matrix_added_later_must_still_be_2d():
+    for shape in ((2, 4, 6), (6,)):  # torch.optim.Muon checks at construction, not in add_param_group
+        optimizer = Muon([torch.nn.Parameter(torch.randn(4, 6))])
+        bad = torch.nn.Parameter(torch.randn(shape))
+        bad.grad = torch.randn(shape)
+        optimizer.add_param_group({"params": [bad]})
+        with pytest.raises(ValueError, match=re.escape(f"Muon steps 2-D parameters only, got shape {shape}")):
+            optimizer.step()
+
+
+def test_newton_schulz_names_bad_arguments_and_takes_empty_matrices():
+    with pytest.raises(ValueError, match=r"G must have at least 2 dims.*\(5,\)"):
+        newton_schulz(torch.randn(5))
+    with pytest.raises(TypeError, match="G must be a torch.Tensor"):
+        newton_schulz([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="steps must be an int >= 0 and below 100"):
+        newton_schulz(torch.randn(3, 4), steps=100)  # torch.optim.Muon refuses 100 too
+    with pytest.raises(ValueError, match="steps must be an int >= 0"):
+        newton_schulz(torch.randn(3, 4), steps=-1)
+    with pytest.raises(ValueError, match=r"coefficients must be three numbers \(a, b, c\)"):
+        newton_schulz(torch.randn(3, 4), coefficients=(3.4445, -4.7750))
+    with pytest.raises(ValueError, match="eps must be a finite number >= 0"):
+        newton_schulz(torch.randn(3, 4), eps=-1.0)
+    for shape in ((0, 4), (3, 0), (2, 0, 4), (0, 3, 5)):
+        out = newton_schulz(torch.randn(shape))
+        assert out.shape == shape
+
+
+@pytest.mark.parametrize("shape", [(7, 130), (130, 7), (33, 65), (65, 33), (1, 9), (9, 1), (24, 24)])
+def test_in_bfloat16_each_matrix_is_bit_identical_to_torchs_iteration(shape):
+    coefficients, steps, eps = muon.MUON_COEFFICIENTS, muon.NEWTON_SCHULZ_STEPS, muon.EPS
+    for seed in range(20):
+        G = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+        theirs = torch_muon._zeropower_via_newtonschulz(G, coefficients, steps, eps)
+        assert torch.equal(newton_schulz(G, dtype=torch.bfloat16), theirs), f"seed {seed}"
+
+
+def test_eps_is_the_smallest_norm_divided_by():
+    torch.manual_seed(0)
+    tiny = torch.randn(6, 10, dtype=torch.float64) * 1e-10  # norm ~8e-10, below eps = 1e-7
+    a, b, c = muon.MUON_COEFFICIENTS
+    expected = tiny / muon.EPS  # divided by eps, not by its own norm: every singular value far below 1
+    for _ in range(muon.NEWTON_SCHULZ_STEPS):
+        A = expected @ expected.T
+        expected = a * expected + (b * A + c * A @ A) @ expected
+    assert torch.allclose(newton_schulz(tiny), expected, atol=1e-12)
+    assert not torch.allclose(newton_schulz(tiny), by_hand(tiny), atol=1e-3)  # not divided by its own norm
+
+
+def test_the_dtype_is_chosen_once_per_device_per_step(monkeypatch):
+    calls = []
+    monkeypatch.setattr(muon, "newton_schulz_dtype", lambda device: calls.append(device) or torch.float32)
+    updates(lambda ps: Muon(ps), steps=2)  # three matrices on one device, two steps
+    assert len(calls) == 2
