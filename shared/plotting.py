@@ -220,9 +220,9 @@ def plot_kv_cache(prompt_len: int, steps: int, n_heads: int, d_k: int, batch: in
 def plot_tokens(rows: Sequence[tuple[str, Sequence[str]]], width: int = 64, ax=None, title: str = ""):
     """Draw texts cut into tokens, one box per token in alternating colours: rows [(label, [piece, ...])].
 
-    A piece is the text a token completes (an empty piece: a token that ends inside a character, drawn as a thin
-    box). Spaces show as '·' and line breaks as '↵'; wide (e.g. Chinese) characters take two columns; each row wraps
-    at `width` columns.
+    A piece is the text a token completes (an empty piece: a token that ends inside a character, drawn as a narrow
+    grey box). Spaces show as '·' and line breaks as '↵'; wide (e.g. Chinese) characters take two columns; each row
+    wraps at `width` columns.
     """
     import unicodedata
 
@@ -234,10 +234,10 @@ def plot_tokens(rows: Sequence[tuple[str, Sequence[str]]], width: int = 64, ax=N
         column = 0
         for k, piece in enumerate(pieces):
             shown = piece.replace(" ", "·").replace("\n", "↵")
-            cols = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in shown) or 0.3
+            cols = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in shown) or 0.6
             if column + cols > width and column > 0:
                 line, column = line + 1, 0
-            layout.append((r, line, column, cols, shown, colours[k % len(colours)]))
+            layout.append((r, line, column, cols, shown, colours[k % len(colours)] if shown else "#8c8c8c"))
             column += cols
         line += 2  # a blank line between rows
     if ax is None:
