@@ -7,11 +7,19 @@ Notebook 14 loads SmolLM2-135M-Instruct this way. Modules: `gguf_file` (metadata
 
 from .chat import chatml_prompt, reply
 from .gguf_file import config_from_gguf, metadata, read_gguf
-from .loading import check_gguf_tensors, gguf_to_gpt_names, load_gguf_weights, load_gpt, permute_qk, unpermute_qk
+from .loading import (
+    check_gguf_tensors,
+    empty_gpt,
+    gguf_to_gpt_names,
+    load_gguf_weights,
+    load_gpt,
+    permute_qk,
+    unpermute_qk,
+)
 from .quantization import dequantize, dequantize_q4_1, dequantize_q8_0
 
 __all__ = [
     "chatml_prompt", "check_gguf_tensors", "config_from_gguf", "dequantize", "dequantize_q4_1", "dequantize_q8_0",
-    "gguf_to_gpt_names", "load_gguf_weights", "load_gpt", "metadata", "permute_qk", "read_gguf", "reply",
+    "empty_gpt", "gguf_to_gpt_names", "load_gguf_weights", "load_gpt", "metadata", "permute_qk", "read_gguf", "reply",
     "unpermute_qk",
 ]
