@@ -100,7 +100,7 @@ def check_gguf_tensors(reader, model: GPT) -> dict[str, str]:
 
 @torch.no_grad()
 def load_gguf_weights(model: GPT, reader) -> GPT:
-    """Copy every tensor of a GGUF reader into `model` (names and shapes checked first), one at a time."""
+    """Copy every tensor of a GGUF reader into `model`, one at a time (names, shapes, types, scales checked first)."""
     if not isinstance(model, GPT):
         raise TypeError(f"model must be a shared.gpt.GPT, got {type(model).__name__}")
     names = check_gguf_tensors(reader, model)
