@@ -29,7 +29,7 @@ FORMS = {
     "permutation equivariance": [("permutation equivariance", ["置换等变"])],
     "top-k sampling": [("top-k sampling", ["top-k"])],
     "top-p (nucleus) sampling": [("top-p sampling", ["top-p"]), ("nucleus sampling", ["核采样"])],
-    "no-repeat n-gram": [("no-repeat n-gram", ["n 元组"])],
+    "no-repeat n-gram": [("no-repeat n-gram", ["n 元语法"])],
     "Noam schedule": [("Noam schedule", ["Noam"])],
     "fused QKV": [("fused QKV", ["融合 QKV"])],
     "mixed precision": [("mixed precision", ["混合精度"])],
