@@ -26,6 +26,7 @@ SKIP_LINE = re.compile(r"^<!-- guard-skip (.*?) -->\n?", flags=re.MULTILINE)  # 
 DOCUMENTS = {
     "notebooks/TEACHING.md": ("TEACHING.md", "notebooks/zh/TEACHING.md"),
     "README.md": ("README.md", "README.zh.md"),
+    "notebooks/glossary.md": ("glossary.md", "notebooks/zh/glossary.md"),
 }
 HEADING = re.compile(r"^#{1,6} ")
 FENCE_LINE = re.compile(r"^\s*(```|~~~)")
