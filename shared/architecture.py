@@ -37,7 +37,8 @@ class Link:
 
     start: str
     end: str
-    style: str = "side"  # "side" (box to box), "both" (both ways), "memory" (elbow), "tied" (dashed, both ways)
+    style: str = "side"  # "side" (box to box), "both" (both ways), "memory" (elbow), "tied" (dashed, both ways),
+    # "same" (dashed: computes what the end box computes), "weights" (dashed, into the end box's N× frame)
     label: str = ""
     shape: str = ""
     parts: tuple[str, ...] = ()  # highlighting any of them colours the arrow (default: the start box's parts)
@@ -53,6 +54,7 @@ class Frame:
     title: str
     code: str
     notebook: str
+    parts: tuple[str, ...] = ("layers",)  # highlight names that shade the frame (the layer it repeats)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,16 @@ class Diagram:
 
 B = Box
 MHA = "attention.MultiHeadAttention"
+BPE = "tokenization.BPETokenizer"
+
+
+def tokenizer(softmax_row: float) -> tuple[Box, Box]:
+    """The tokenizer in front of the model (text -> ids, bottom left) and behind it (ids -> text, by the sampler)."""
+    return (B("encode", "side", 0.2, "Tokenizer: text → ids", BPE, "13", ("tokenizer",)),
+            B("decode", "side", softmax_row, "Tokenizer: ids → text", BPE, "13", ("tokenizer",)))
+
+
+TOKENIZER_LINKS = (Link("encode", "tokens"), Link("softmax", "decode", parts=("tokenizer",)))
 TIED = Link("lm_head", "tok_emb", "tied", "one matrix: lm_head.weight is tok_emb.weight", parts=("embedding", "output"))
 DIAGRAMS = {
     "encoder_decoder": Diagram(
@@ -82,10 +94,10 @@ DIAGRAMS = {
          B("src_pos", "enc", 2, "+ positional encoding", "positions.SinusoidalPositionalEncoding", "04",
            ("positions",), "(B, T_src, d_model)"),
          B("enc_attn", "enc", 3.2, "Multi-head self-attention", MHA, "02", ("attention",)),
-         B("enc_add1", "enc", 4.2, "Add & Norm", "layers.EncoderLayer.forward", "05", ("residual", "norm"),
+         B("enc_add1", "enc", 4.2, "Add & Norm", "layers.EncoderLayer.norm1", "05", ("residual", "norm"),
            skip_from="enc_attn"),
          B("enc_ffn", "enc", 5.2, "Feed-forward (ReLU)", "layers.FeedForward", "05", ("ffn",)),
-         B("enc_add2", "enc", 6.2, "Add & Norm", "layers.EncoderLayer.forward", "05", ("residual", "norm"),
+         B("enc_add2", "enc", 6.2, "Add & Norm", "layers.EncoderLayer.norm2", "05", ("residual", "norm"),
            skip_from="enc_ffn"),
          B("tgt_mask", "gap", 2.1, "Causal + pad mask", "masks.decoder_mask", "03", ("masks",)),
          B("src_mask", "gap", 4.2, "Source pad mask", "masks.padding_mask", "03", ("masks",)),
@@ -94,13 +106,13 @@ DIAGRAMS = {
          B("tgt_pos", "dec", 2, "+ positional encoding", "positions.SinusoidalPositionalEncoding", "04",
            ("positions",), "(B, T_tgt, d_model)"),
          B("dec_attn", "dec", 3.2, "Masked self-attention", MHA, "02", ("attention",)),
-         B("dec_add1", "dec", 4.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+         B("dec_add1", "dec", 4.2, "Add & Norm", "layers.DecoderLayer.norm1", "05", ("residual", "norm"),
            skip_from="dec_attn"),
          B("dec_cross", "dec", 5.2, "Cross-attention", MHA, "05", ("attention", "cross_attention")),
-         B("dec_add2", "dec", 6.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+         B("dec_add2", "dec", 6.2, "Add & Norm", "layers.DecoderLayer.norm2", "05", ("residual", "norm"),
            skip_from="dec_cross"),
          B("dec_ffn", "dec", 7.2, "Feed-forward (ReLU)", "layers.FeedForward", "05", ("ffn",)),
-         B("dec_add3", "dec", 8.2, "Add & Norm", "layers.DecoderLayer.forward", "05", ("residual", "norm"),
+         B("dec_add3", "dec", 8.2, "Add & Norm", "layers.DecoderLayer.norm3", "05", ("residual", "norm"),
            "(B, T_tgt, d_model)", skip_from="dec_ffn"),
          B("generator", "dec", 9.8, "Linear (generator)", "transformer.Transformer.decode", "06", ("output",),
            "(B, T_tgt, tgt_vocab_size)"),
@@ -114,28 +126,31 @@ DIAGRAMS = {
          Link("tgt_mask", "dec_attn", shape="(B, 1, T_tgt, T_tgt)"))),
     "gpt": Diagram(
         "The decoder-only GPT (GPT-2: Radford et al. 2019)", "gpt.GPT", "08", (7.0, 9.7),
-        {"side": (1.15, 1.9, 0), "main": (4.0, 2.7, 1)},
+        {"side": (1.22, 2.15, 0), "main": (4.0, 2.7, 1)},
         (B("tokens", "main", 0, "token ids", shape="(B, T)"),
          B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT", "08", ("embedding",)),
          B("pos_emb", "main", 2, "+ learned positions", "positions.LearnedPositionalEmbedding", "04",
            ("positions",), "(B, T, d_model)"),
-         B("ln1", "main", 3.2, "LayerNorm", "norms.make_norm", "05", ("norm",)),
+         B("ln1", "main", 3.2, "LayerNorm", "layers.PreLNBlock.norm1", "05", ("norm",)),
          B("attn", "main", 4.2, "Causal multi-head attention", MHA, "02", ("attention",)),
          B("add1", "main", 5.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), skip_from="ln1"),
-         B("ln2", "main", 6.2, "LayerNorm", "norms.make_norm", "05", ("norm",)),
+         B("ln2", "main", 6.2, "LayerNorm", "layers.PreLNBlock.norm2", "05", ("norm",)),
          B("ffn", "main", 7.2, "Feed-forward (GELU)", "layers.FeedForward", "05", ("ffn",)),
          B("add2", "main", 8.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), "(B, T, d_model)",
            skip_from="ln2"),
-         B("ln_f", "main", 9.8, "Final LayerNorm", "norms.make_norm", "08", ("norm",)),
+         B("ln_f", "main", 9.8, "Final LayerNorm", "gpt.GPT.norm", "08", ("norm",)),
          B("lm_head", "main", 10.8, "Linear lm_head (tied)", "gpt.GPT", "08", ("output",), "(B, T, vocab_size)"),
          B("softmax", "main", 11.8, "Softmax, sample", "generation.lm.generate", "08", ("output",)),
          B("next", "main", 12.65, "next-token probabilities"),
          B("mask", "side", 4.2, "Causal mask", "masks.causal_mask", "03", ("masks",)),
-         B("cache", "side", 5.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",))),
+         B("cache", "side", 5.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",)),
+         B("tiled", "side", 3.0, "Tiled attention", "fast_attention.tiled_attention", "15", ("tiled_attention",)),
+         *tokenizer(11.8)),
         (Frame("main", 3.2, 8.2, "N× Pre-LN block", "layers.PreLNBlock", "05"),),
         (Link("mask", "attn", shape="(1, 1, T, T)"),
          Link("cache", "attn", "both", shape="(B, H, T_past, d_k)"),
-         TIED)),
+         Link("tiled", "attn", "same", "same output"),
+         TIED, *TOKENIZER_LINKS)),
     "modern": Diagram(
         "A modern decoder block (Llama-style)", "gpt.GPTConfig", "10", (7.0, 9.3),
         {"side": (1.15, 1.9, 0), "main": (4.0, 2.7, 1)},
@@ -154,12 +169,15 @@ DIAGRAMS = {
          B("next", "main", 11.65, "next-token probabilities"),
          B("rope", "side", 2.0, "RoPE: rotates q, k", "positions.RotaryEmbedding", "09", ("positions",)),
          B("mask", "side", 3.2, "Causal mask", "masks.causal_mask", "03", ("masks",)),
-         B("cache", "side", 4.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",))),
+         B("cache", "side", 4.4, "KV cache", "kv_cache.KVCache", "08", ("kv_cache",)),
+         B("weights", "side", 6.2, "GGUF file → weights", "pretrained.load_gpt", "14", ("weights",)),
+         *tokenizer(10.8)),
         (Frame("main", 2.2, 7.2, "N× block, no bias", "layers.PreLNBlock", "10"),),
         (Link("rope", "attn", shape="q, k: (B, H, T, d_k)"),
          Link("mask", "attn", shape="(1, 1, T, T)"),
          Link("cache", "attn", "both", shape="(B, H_kv, T_past, d_k)"),
-         TIED),
+         Link("weights", "ffn", "weights", "into every layer"),
+         TIED, *TOKENIZER_LINKS),
         dict(norm="rmsnorm", position="rope", activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False)),
 }
 KINDS = tuple(DIAGRAMS)
@@ -167,13 +185,16 @@ KINDS = tuple(DIAGRAMS)
 
 def parts_of(kind: str) -> tuple[str, ...]:
     """The highlight names a kind accepts, sorted."""
-    return tuple(sorted({part for box in _diagram(kind).boxes for part in box.parts}))
+    d = _diagram(kind)
+    return tuple(sorted({part for item in (*d.boxes, *d.frames) for part in item.parts}))
 
 
 # Sizes in inches (the axes' data units) and points; colours
 PITCH, BOX_H, FRAME_PAD, FRAME_TOP, FRAME_BOTTOM, BOTTOM, SKIP = 0.66, 0.44, 0.2, 0.42, 0.14, 0.6, 0.1
+LABEL_W = 1.0  # the width an input/output label (a box without code) takes, for arrows that end beside it
 TITLE_PT, CODE_PT, SMALL_PT = 9, 8, 8
 FACE, EDGE, HIGHLIGHT, HIGHLIGHT_EDGE = "#f4f4f4", "#555555", "#ffcf70", "#c0392b"
+FRAME_FACE, FRAME_LIT = "#fbfbfb", "#fdecc8"  # an N× frame's background, plain and shaded
 BADGE, SHAPE, LINE = "#2c3e50", "#1f5f8b", "#333333"
 
 
@@ -205,6 +226,7 @@ def _y(row: float) -> float:
 def _edges(d: Diagram, box: Box) -> tuple[float, float, float, float]:
     """A box's left, right, bottom and top, in inches."""
     x, w, _ = d.columns[box.column]
+    w = w if box.code else LABEL_W
     return x - w / 2, x + w / 2, _y(box.row) - BOX_H / 2, _y(box.row) + BOX_H / 2
 
 
@@ -232,11 +254,12 @@ def _arrow(ax, points, color=LINE, both=False, dashed=False, lw=1.1) -> None:
         ax.annotate("", xy=points[0], xytext=points[1], zorder=2, arrowprops=dict(arrowstyle="-|>", **head))
 
 
-def _draw_frame(ax, d: Diagram, f: Frame) -> None:
+def _draw_frame(ax, d: Diagram, f: Frame, lit: bool) -> None:
     """The dashed N× frame; its title and course object left of the upward arrow, its tab on the right."""
     left, right, bottom, top = _frame_edges(d, f)
-    ax.add_patch(Rectangle((left, bottom), right - left, top - bottom, facecolor="#fbfbfb", edgecolor="#888888",
-                           lw=1, linestyle=(0, (4, 2)), zorder=0))
+    ax.add_patch(Rectangle((left, bottom), right - left, top - bottom, facecolor=FRAME_LIT if lit else FRAME_FACE,
+                           edgecolor=HIGHLIGHT_EDGE if lit else "#888888", lw=2 if lit else 1,
+                           linestyle=(0, (4, 2)), zorder=0, gid=f"frame:{f.column}"))
     ax.text(left + 0.1, top - 0.13, f.title, ha="left", va="center", fontsize=TITLE_PT, fontweight="bold")
     ax.text(left + 0.1, top - 0.3, f.code, ha="left", va="center", fontsize=CODE_PT, family="monospace")
     _badge(ax, right - 0.25, top, f.notebook)
@@ -300,6 +323,11 @@ def _draw_link(ax, d: Diagram, link: Link, shaded: set, shapes: bool) -> None:
         label = f"{link.label}\n{link.shape}" if shapes and link.shape else link.label
         ax.text((x0 + across) / 2 + 0.3, up + 0.05, label, ha="center", va="bottom", fontsize=SMALL_PT,
                 style="italic", color=color)
+    elif link.style == "weights":  # dashed, into the N× frame around the end box: every block's weights
+        x1 = min(_frame_edges(d, f)[0] for f in d.frames if f.column == end.column)
+        _arrow(ax, [(s_right, y0), (x1, y0)], color, dashed=True)
+        ax.text(s_left + 0.05, y0 - BOX_H / 2 - 0.03, link.label, ha="left", va="top", fontsize=SMALL_PT,
+                style="italic", color=color)
     elif link.style == "tied":  # dashed, at the far right: the output layer reuses the embedding matrix
         rail = max(s_right, e_right) + FRAME_PAD + 0.55
         _arrow(ax, [(s_right, y0), (rail, y0), (rail, y1), (e_right, y1)], color, both=True, dashed=True)
@@ -308,7 +336,11 @@ def _draw_link(ax, d: Diagram, link: Link, shaded: set, shapes: bool) -> None:
     else:  # a side input, from the facing edges; it lands on the end box's half that faces the start
         rightward = e_left > s_right
         x0, x1 = (s_right, e_left) if rightward else (s_left, e_right)
-        _arrow(ax, [(x0, y0), (x1, y1 + max(-0.1, min(0.1, y0 - y1)))], color, both=link.style == "both")
+        _arrow(ax, [(x0, y0), (x1, y1 + max(-0.1, min(0.1, y0 - y1)))], color, both=link.style == "both",
+               dashed=link.style == "same")
+        if link.label:  # under the start box, at its inner end
+            ax.text(x0, y0 - BOX_H / 2 - 0.03, link.label, ha="right" if rightward else "left", va="top",
+                    fontsize=SMALL_PT, style="italic", color=color)
         if shapes and link.shape:
             ax.text(x0, y0 - BOX_H / 2 - 0.03, link.shape, ha="right" if rightward else "left", va="top",
                     fontsize=SMALL_PT, color=SHAPE)
@@ -332,7 +364,7 @@ def plot_architecture(kind: str, highlight=(), ax=None, shapes: bool = False):
     ax.set(xlim=(0, width), ylim=(0, height), aspect="equal")
     ax.axis("off")
     for frame in d.frames:
-        _draw_frame(ax, d, frame)
+        _draw_frame(ax, d, frame, bool(shaded & set(frame.parts)))
     for box in d.boxes:
         _draw_box(ax, d, box, bool(shaded & set(box.parts)), shapes)
     for column in d.columns:

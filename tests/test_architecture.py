@@ -1,8 +1,11 @@
 """The architecture map (shared.architecture): every kind draws, every name on it exists, `highlight` shades exactly
 its boxes and refuses unknown parts, and every label stays legible inside its box."""
 
+import ast
 import dataclasses
 import importlib
+import json
+import re
 from pathlib import Path
 
 import matplotlib
@@ -21,10 +24,17 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # The parts each kind is expected to offer (the notebooks' "you are here" maps use these names)
 PARTS = {
     "encoder_decoder": {"embedding", "positions", "attention", "masks", "cross_attention", "residual", "norm", "ffn",
-                        "output"},
-    "gpt": {"embedding", "positions", "attention", "masks", "kv_cache", "residual", "norm", "ffn", "output"},
-    "modern": {"embedding", "positions", "attention", "masks", "kv_cache", "residual", "norm", "ffn", "output"},
+                        "output", "layers"},
+    "gpt": {"embedding", "positions", "attention", "masks", "kv_cache", "residual", "norm", "ffn", "output", "layers",
+            "tokenizer", "tiled_attention"},
+    "modern": {"embedding", "positions", "attention", "masks", "kv_cache", "residual", "norm", "ffn", "output",
+               "layers", "tokenizer", "weights"},
 }
+# Modules whose parts are made in __init__: the map names them as attributes (layers.DecoderLayer.norm3)
+INSTANCES = {"layers.EncoderLayer": dict(d_model=8, n_heads=2, d_ff=16),
+             "layers.DecoderLayer": dict(d_model=8, n_heads=2, d_ff=16),
+             "layers.PreLNBlock": dict(d_model=8, n_heads=2, d_ff=16),
+             "gpt.GPT": dict(config="gpt.GPTConfig")}
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +54,12 @@ def resolve(dotted: str):
             if not (module + ".").startswith(err.name + "."):  # not a missing part of this path: a broken import
                 raise
             continue
-        for name in parts[i:]:
+        for j, name in enumerate(parts[i:], i):
+            if not hasattr(found, name) and ".".join(parts[:j]) in INSTANCES:  # a module's part: build a small one
+                kwargs = INSTANCES[".".join(parts[:j])]
+                if "config" in kwargs:
+                    kwargs = {"config": resolve(kwargs["config"])(vocab_size=11, d_model=8, n_heads=2, n_layers=1)}
+                found = found(**kwargs)
             found = getattr(found, name)
         return found
     raise ModuleNotFoundError(f"no module of shared in {dotted!r}")
@@ -68,9 +83,10 @@ def unresolved(diagram) -> list[str]:
     return bad
 
 
-def face_colours(fig) -> dict[str, str]:
-    return {p.get_gid()[4:]: to_hex(p.get_facecolor()) for p in fig.axes[0].patches
-            if (p.get_gid() or "").startswith("box:")}
+def face_colours(fig, what: str = "box") -> dict[str, str]:
+    """key -> face colour of each box (or each N× frame, by its column, with what="frame")."""
+    return {p.get_gid()[len(what) + 1:]: to_hex(p.get_facecolor()) for p in fig.axes[0].patches
+            if (p.get_gid() or "").startswith(what + ":")}
 
 
 def texts(fig) -> list[str]:
@@ -134,13 +150,54 @@ def test_every_highlight_name_is_validated(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_highlighting_shades_exactly_the_named_boxes(kind):
-    plain = face_colours(plot_architecture(kind))
-    assert len(set(plain.values())) == 1  # without highlight every box looks the same
+    plain = plot_architecture(kind)
+    plain_boxes, plain_frames = face_colours(plain), face_colours(plain, "frame")
+    assert len(set(plain_boxes.values())) == 1  # without highlight every box looks the same
+    assert len(plain_frames) == len(DIAGRAMS[kind].frames) and len(set(plain_frames.values())) == 1
     for part in parts_of(kind):
-        shaded = face_colours(plot_architecture(kind, highlight=[part]))
-        changed = {key for key in plain if shaded[key] != plain[key]}
+        fig = plot_architecture(kind, highlight=[part])
+        boxes, frames = face_colours(fig), face_colours(fig, "frame")
+        changed = {key for key in plain_boxes if boxes[key] != plain_boxes[key]}
         assert changed == {b.key for b in DIAGRAMS[kind].boxes if part in b.parts}, part
-        assert changed  # every part shades at least one box
+        changed_frames = {key for key in plain_frames if frames[key] != plain_frames[key]}
+        assert changed_frames == {f.column for f in DIAGRAMS[kind].frames if part in f.parts}, part
+        assert changed or changed_frames  # every part shades at least one box or frame
+
+
+def test_each_add_and_norm_box_names_its_own_norm_in_the_order_of_the_walk_through():
+    """Notebook 05 calls the encoder's two norms norm1, norm2 and the decoder's three norm1..norm3, bottom to top;
+    each Add & Norm box names its own, and each is a LayerNorm of that layer."""
+    import torch.nn as nn
+
+    for layer, column in (("EncoderLayer", "enc"), ("DecoderLayer", "dec")):
+        adds = sorted((b for b in DIAGRAMS["encoder_decoder"].boxes if b.title == "Add & Norm" and b.column == column),
+                      key=lambda b: b.row)
+        assert [b.code for b in adds] == [f"layers.{layer}.norm{i}" for i in range(1, len(adds) + 1)]
+        assert len(adds) == {"enc": 2, "dec": 3}[column]
+        assert all(isinstance(resolve(b.code), nn.LayerNorm) for b in adds)
+    norms = [b.code for kind in KINDS for b in DIAGRAMS[kind].boxes if "norm" in b.parts and b.column != "side"]
+    assert not any(code.endswith(".forward") for code in norms)  # a norm box names the norm, not the layer's forward
+
+
+def test_05s_maps_shade_what_its_text_is_about():
+    """The "you are here" map shades the FFN and the Add & Norm boxes (not attention, built in 02); the walk-through
+    map shades the two layers (the N× frames), so its boxes stay plain and every name and shape on them readable."""
+    nb = json.loads((NOTEBOOKS / "05_transformer_block.ipynb").read_text(encoding="utf-8"))
+    calls = [c["source"] if isinstance(c["source"], str) else "".join(c["source"]) for c in nb["cells"]
+             if c["cell_type"] == "code" and "plot_architecture(" in "".join(c["source"])]
+    assert len(calls) == 2
+    boxes = {b.key: b for b in DIAGRAMS["encoder_decoder"].boxes}
+    for source, expected_boxes, expected_frames in (
+            (calls[0], {"enc_ffn", "dec_ffn", "enc_add1", "enc_add2", "dec_add1", "dec_add2", "dec_add3"}, set()),
+            (calls[1], set(), {"enc", "dec"})):
+        highlight = ast.literal_eval(re.search(r"highlight=(\([^)]*\))", source).group(1))
+        fig = plot_architecture("encoder_decoder", highlight=highlight)
+        lit = {key for key, colour in face_colours(fig).items() if colour == to_hex(architecture.HIGHLIGHT)}
+        assert lit == expected_boxes, source
+        assert not lit & {"enc_attn", "dec_attn", "dec_cross"}
+        assert all(boxes[key].notebook == "05" for key in lit)
+        frames = {key for key, colour in face_colours(fig, "frame").items() if colour == to_hex(architecture.FRAME_LIT)}
+        assert frames == expected_frames, source
 
 
 @pytest.mark.parametrize("kind", KINDS)
