@@ -4,9 +4,9 @@ ci/build_site.py calls `stage(edition, folder)` for "en" and "zh". A page keeps 
 repository, so both editions have the same page names: `notebooks/08_char_gpt.ipynb` is the page
 `notebooks/08_char_gpt.html`, and its Chinese edition `notebooks/zh/08_char_gpt.ipynb` is
 `zh/notebooks/08_char_gpt.html`.
-The README is each edition's home page. Pages that exist only in English (references, glossary, CONTRIBUTING, the
-licences) are in both editions, so that each edition is whole and its search finds them; a Chinese notebook that does
-not exist yet is shown in English.
+The README is each edition's home page. Pages that exist only in English (references, CONTRIBUTING, the licences) are
+in both editions, so that each edition is whole and its search finds them; a Chinese notebook, teacher's guide or
+glossary (notebooks/zh/glossary.md) that does not exist yet is shown in English.
 
 What changes on the way (the repository's files are only read):
 - every relative link to a course file points to its page (MyST then resolves and checks it); a link to the other
@@ -62,8 +62,9 @@ def sources(edition: str) -> dict[str, str]:
     for folder in ("notebooks", "notebooks/solutions"):
         for path in sorted((ROOT / folder).glob("[0-9][0-9]_*.ipynb")):
             pages[f"{folder}/{path.stem}"] = _chinese_if_there(f"{folder}/{path.name}", zh)
-    pages["notebooks/TEACHING"] = _chinese_if_there("notebooks/TEACHING.md", zh)
-    for name in ("notebooks/references.md", "notebooks/glossary.md", "CONTRIBUTING.md", "LICENSE", "LICENSE-CONTENT"):
+    for name in ("notebooks/TEACHING.md", "notebooks/glossary.md"):
+        pages[name.removesuffix(".md")] = _chinese_if_there(name, zh)
+    for name in ("notebooks/references.md", "CONTRIBUTING.md", "LICENSE", "LICENSE-CONTENT"):
         pages[name.removesuffix(".md")] = name
     return pages
 

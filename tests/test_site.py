@@ -12,6 +12,7 @@ but the local server: a page that needed the network would fail here.
 from __future__ import annotations
 
 import functools
+import html
 import html.parser
 import http.server
 import importlib.util
@@ -34,6 +35,7 @@ import site_pages  # noqa: E402  (ci/ is not a package)
 
 SITE_PACKAGES = ("sphinx", "myst_nb", "sphinx_book_theme", "jieba", "sphinx-mathjax-offline")
 NOTEBOOK = "notebooks/08_char_gpt.html"  # figures, maths and self-check answers
+CHAPTERS = 15  # notebooks 01-12 and Part II, 13-15: a page each, and a solutions page each, in both editions
 ARTICLE = "article.bd-article"
 
 
@@ -114,7 +116,7 @@ def test_home_page_has_the_notebook_table_and_the_set_up_commands(page, server):
     table = page.locator(f"{ARTICLE} table").first.locator("a")
     hrefs = table.evaluate_all("links => links.map(a => a.getAttribute('href'))")
     names = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    assert hrefs == [f"notebooks/{name}.html" for name in names]  # twelve pages, in order, not .ipynb files
+    assert len(names) == CHAPTERS and hrefs == [f"notebooks/{name}.html" for name in names]  # pages, in order
     code = page.locator(f"{ARTICLE} pre").all_inner_texts()
     assert any("pip install -r requirements.txt" in text and "pytest" in text for text in code), code
     sidebar = page.locator(".bd-sidenav a.reference").evaluate_all("links => links.map(a => a.getAttribute('href'))")
@@ -154,8 +156,11 @@ def test_widget_shows_its_static_figure(page, server):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize(("edition", "query"), [("en", "attention"), ("zh", "注意力"), ("zh", "位置编码")])
+@pytest.mark.parametrize(("edition", "query"), [("en", "attention"), ("zh", "注意力"), ("zh", "位置编码"),
+                                               ("en", "BPE"), ("zh", "BPE"), ("zh", "量化"), ("en", "FlashAttention"),
+                                               ("zh", "FlashAttention")])
 def test_search_finds_the_notebooks(page, server, edition, query):
+    """Part I's words and Part II's (BPE: 13, 量化 = quantization: 14, FlashAttention: 15) find their notebooks."""
     prefix = "" if edition == "en" else "zh/"
     page.goto(server + prefix + "search.html?q=" + urllib.parse.quote(query))
     page.wait_for_function("() => /\\d/.test(document.querySelector('#search-results .search-summary')"
@@ -163,7 +168,8 @@ def test_search_finds_the_notebooks(page, server, edition, query):
     found = page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
     expected = {"attention": ["01_scaled_dot_product_attention", "02_multi_head_attention"],
                 "注意力": ["01_scaled_dot_product_attention", "02_multi_head_attention"],
-                "位置编码": ["04_positional_encoding"]}[query]
+                "位置编码": ["04_positional_encoding"], "BPE": ["13_tokenization"], "量化": ["14_a_real_llm"],
+                "FlashAttention": ["15_fast_attention"]}[query]
     for name in expected:
         assert f"notebooks/{name}.html" in found, found
     status = page.locator("#search-results .search-summary").inner_text()
@@ -325,10 +331,32 @@ def test_no_broken_local_link_and_nothing_from_the_network(site):
             elif tag == "a" and target.suffix in (".ipynb", ".md") and "_sources" not in target.parts:
                 files.append(f"{here}: {link}")  # a course file where its page was meant
     assert len(pages) > 60 and not broken and not remote and not files, (broken[:20], remote[:20], files[:20])
-    for edition in ("", "zh/"):
-        chapters = len(list((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")))  # untranslated ones in English
-        assert len(list((site / edition / "notebooks").glob("[0-9][0-9]_*.html"))) == chapters
+    for edition in ("", "zh/"):  # every chapter and its solutions in both editions (untranslated ones in English)
+        assert len(list((site / edition / "notebooks").glob("[0-9][0-9]_*.html"))) == CHAPTERS
+        assert len(list((site / edition / "notebooks" / "solutions").glob("[0-9][0-9]_*.html"))) == CHAPTERS
 
+
+def test_each_edition_shows_its_own_notebooks_and_glossary(site):
+    """A page of the Chinese edition is built from the Chinese file wherever one exists (notebooks/zh/13_… as soon as
+    it is there; the Chinese glossary, notebooks/zh/glossary.md), from the English one otherwise: the same pages in
+    both editions, each page's first heading that of the file it was built from."""
+    english, chinese = site_pages.sources("en"), site_pages.sources("zh")
+    assert list(english) == list(chinese)
+    for name, path in english.items():
+        translated = path.replace("notebooks/", "notebooks/zh/", 1)
+        if path.startswith("notebooks/"):
+            assert chinese[name] == (translated if (REPO / translated).exists() else path), name
+        for prefix, source in (("", path), ("zh/", chinese[name])):
+            if source.endswith((".ipynb", ".md")):
+                title = html.escape(_first_heading(REPO / source), quote=False)
+                assert f"<h1>{title}" in (site / f"{prefix}{name}.html").read_text(encoding="utf-8"), (name, title)
+
+
+def _first_heading(path: Path) -> str:
+    """The first level-1 heading of a notebook's markdown cells or of a markdown file."""
+    if path.suffix == ".ipynb":
+        return site_pages._title(path)
+    return next(line[2:].strip() for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# "))
 
 def test_links_point_at_pages_and_the_badge_is_text():
     """Without Sphinx: how ci/site_pages.py rewrites a page's links, for a course with a public repository."""
