@@ -176,7 +176,7 @@ DIAGRAMS = {
         (Link("rope", "attn", shape="q, k: (B, H, T, d_k)"),
          Link("mask", "attn", shape="(1, 1, T, T)"),
          Link("cache", "attn", "both", shape="(B, H_kv, T_past, d_k)"),
-         Link("weights", "ffn", "weights", "into every layer"),
+         Link("weights", "ffn", "weights", "the model's weights"),
          TIED, *TOKENIZER_LINKS),
         dict(norm="rmsnorm", position="rope", activation="swiglu", n_kv_heads=2, fused_qkv=True, bias=False)),
 }
@@ -338,9 +338,9 @@ def _draw_link(ax, d: Diagram, link: Link, shaded: set, shapes: bool) -> None:
         x0, x1 = (s_right, e_left) if rightward else (s_left, e_right)
         _arrow(ax, [(x0, y0), (x1, y1 + max(-0.1, min(0.1, y0 - y1)))], color, both=link.style == "both",
                dashed=link.style == "same")
-        if link.label:  # under the start box, at its inner end
-            ax.text(x0, y0 - BOX_H / 2 - 0.03, link.label, ha="right" if rightward else "left", va="top",
-                    fontsize=SMALL_PT, style="italic", color=color)
+        if link.label:  # under the start box, at its outer end (its inner end carries the shape)
+            ax.text(s_left + 0.05 if rightward else s_right - 0.05, y0 - BOX_H / 2 - 0.03, link.label,
+                    ha="left" if rightward else "right", va="top", fontsize=SMALL_PT, style="italic", color=color)
         if shapes and link.shape:
             ax.text(x0, y0 - BOX_H / 2 - 0.03, link.shape, ha="right" if rightward else "left", va="top",
                     fontsize=SMALL_PT, color=SHAPE)

@@ -260,3 +260,20 @@ def test_the_module_draws_with_matplotlib_alone():
     imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
     assert imports <= {"__future__", "textwrap", "dataclasses", "matplotlib.pyplot", "matplotlib.patches",
                        ".validation"}, imports
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_label_beside_the_boxes_overlaps_a_box_or_another_label(kind):
+    """Shapes, link labels, inputs and outputs, frame names and the key: each clear of every box and of each other."""
+    fig = plot_architecture(kind, highlight=parts_of(kind), shapes=True)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = {p.get_gid(): p.get_window_extent(renderer) for p in ax.patches if (p.get_gid() or "")[:4] == "box:"}
+    free = [t for t in ax.texts if not t.get_gid() and t.get_color() != "white" and t.get_text()]  # not tabs
+    extents = [(t.get_text(), t.get_window_extent(renderer)) for t in free]
+    for text, extent in extents:
+        for gid, box in boxes.items():
+            assert not extent.overlaps(box), f"{text!r} overlaps {gid}"
+    for i, (a, ea) in enumerate(extents):
+        for b, eb in extents[i + 1:]:
+            assert not ea.overlaps(eb), f"{a!r} overlaps {b!r}"
