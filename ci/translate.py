@@ -66,8 +66,18 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # ci/: the edition package, the other scripts
 from edition.build import build  # noqa: E402
+from edition.bump import bump  # noqa: E402
 from edition.check import check  # noqa: E402
-from edition.common import DOCUMENTS, ROOT, english_documents, english_notebooks, rel, translation_files  # noqa: E402
+from edition.common import (  # noqa: E402
+    DOCUMENTS,
+    LANGUAGE,
+    ROOT,
+    english_documents,
+    english_for,
+    english_notebooks,
+    rel,
+    translation_files,
+)
 from edition.skeleton import skeleton  # noqa: E402
 
 
@@ -91,9 +101,11 @@ def resolve_target(name: str, root: pathlib.Path = ROOT) -> pathlib.Path:
     if name in by_name:
         return root / by_name[name]
     path = (pathlib.Path.cwd() / name).resolve()
+    if path in translation_files(root):
+        path = english_for(path, root)
     if path not in english_notebooks(root) + english_documents(root):
-        raise SystemExit(f"notebook: expected NN, solutions/NN, {', '.join(by_name)} or an English notebook's "
-                         f"path, got {name!r}")
+        raise SystemExit(f"notebook: expected NN, solutions/NN, {', '.join(by_name)}, an English notebook's "
+                         f"path or translations/{LANGUAGE}/…, got {name!r}")
     return path
 
 
@@ -108,7 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     start.add_argument("notebook", help="NN (the chapter's notebook), solutions/NN, TEACHING.md, README.md, or an "
                                         "English notebook's path")
     start.add_argument("--code", action="store_true", help="also code cells that hold comments")
+    accept = commands.add_parser("bump", help="accept blocks for the English as it is now: print each one's English "
+                                              "diff, store the new English and write its hash into the marker")
+    accept.add_argument("notebook", help="NN, solutions/NN, TEACHING.md, README.md, or a notebook's or translation "
+                                         "file's path")
+    accept.add_argument("ids", nargs="*", help="the ids of the blocks to accept (as the check names them)")
+    accept.add_argument("--all-fresh", action="store_true", help="also every translated block with no stored "
+                        "English whose marker's hash is the English cell's (a new translation)")
     args = parser.parse_args(argv)
+    if args.command == "bump":
+        if not args.ids and not args.all_fresh:
+            parser.error("bump: name the blocks to accept, or --all-fresh")
+        print("\n".join(bump(resolve_target(args.notebook), args.ids, args.all_fresh)))
+        print("then run: python ci/translate.py build && python ci/translate.py check")
+        return 0
     if args.command == "build":
         changed = build()
         print(f"{len(changed)} Chinese file(s) written" + "".join(f"\n  {name}" for name in changed))

@@ -17,6 +17,7 @@ from .translation_helpers import (
     GLOSSARY,
     ROOT,
     build,
+    bump,
     bump_markers,
     check,
     common,
@@ -189,6 +190,7 @@ def guide_edition(tmp_path: pathlib.Path) -> pathlib.Path:
         block.text, block.todo = chinese[block.cell_id], False
     blocks.insert(2, common.Block("extra", "zh-note", "", "## 只在中文版中\n\n[回到开头](#top)"))
     target.write_text(common.render(blocks, "notebooks/TEACHING.md"), encoding="utf-8")
+    bump.bump(english, [], all_fresh=True, root=tmp_path)  # a new translation's English is stored
     assert build.build(tmp_path) == ["notebooks/zh/TEACHING.md"]
     return tmp_path
 

@@ -9,9 +9,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 if str(ROOT / "ci") not in sys.path:
     sys.path.insert(0, str(ROOT / "ci"))
 
-from edition import build, check, common, guard, links, skeleton, terms  # noqa: E402
+from edition import build, bump, check, common, guard, links, skeleton, sources, terms  # noqa: E402
 
-__all__ = ["build", "check", "common", "guard", "links", "skeleton", "terms"]
+__all__ = ["build", "bump", "check", "common", "guard", "links", "skeleton", "sources", "terms"]
 
 GLOSSARY = terms.glossary()
 PILOT = ROOT / "notebooks" / "solutions" / "01_solutions.ipynb"  # the first translated notebook
@@ -35,11 +35,14 @@ def english_cells(translation: pathlib.Path, root: pathlib.Path = ROOT) -> dict:
 
 
 def copy_of_the_edition(tmp_path: pathlib.Path, *english: pathlib.Path) -> pathlib.Path:
-    """A repository in tmp_path with English files (the pilot when none is named), their translation files and
-    Chinese files, and the glossary; built for this copy (links depend on which Chinese files exist)."""
+    """A repository in tmp_path with English files (the pilot when none is named), their translation files, the
+    English those were translated from (sources.py) and Chinese files, and the glossary; built for this copy (links
+    depend on which Chinese files exist)."""
     paths = [ROOT / "notebooks" / "glossary.md"]
     for source in english or (PILOT,):
         paths += [source, common.translation_for(source), common.built_for(source)]
+        store = sources.store_path(common.translation_for(source))
+        paths += [store] if store.exists() else []
     for path in paths:
         target = tmp_path / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -49,8 +52,25 @@ def copy_of_the_edition(tmp_path: pathlib.Path, *english: pathlib.Path) -> pathl
 
 
 def bump_markers(root: pathlib.Path, english: pathlib.Path) -> int:
-    """What a translator does when told a block is stale, and nothing else: put the English cell's new hash into
-    every stale marker of `english`'s translation file. Returns how many markers changed."""
+    """What a translator does when told a block is stale, and nothing else: accept every stale block of `english`'s
+    translation file with the bump command (and store the English of blocks that have none). Returns how many
+    markers changed."""
+    translation = common.translation_for(english, root)
+    blocks = common.parse(translation.read_text(encoding="utf-8"))
+    cells = {cell["id"]: cell for cell in common.load_english(english)["cells"]}
+    stored = sources.load(translation, root)
+    stale = [b.cell_id for b in blocks if b.kind != "extra" and not b.todo and b.cell_id in cells
+             and (b.en != common.cell_hash(common.source(cells[b.cell_id]))
+                  or b.cell_id in stored and stored[b.cell_id] != common.source(cells[b.cell_id]))]
+    bumped = sum(b.en != common.cell_hash(common.source(cells[b.cell_id])) for b in blocks if b.cell_id in stale)
+    bump.bump(english, stale, all_fresh=True, root=root)
+    build.build(root)
+    return bumped
+
+
+def hand_bump(root: pathlib.Path, english: pathlib.Path) -> int:
+    """What the bump command exists to prevent: put the English cell's new hash into every stale marker by hand,
+    storing nothing. Returns how many markers changed."""
     translation = common.translation_for(english, root)
     blocks = common.parse(translation.read_text(encoding="utf-8"))
     cells = {cell["id"]: cell for cell in common.load_english(english)["cells"]}

@@ -8,6 +8,7 @@ import pathlib
 import notebook_header
 from clean_notebook import dumps
 
+from edition import sources
 from edition.common import (
     LANGUAGE_TAG,
     ROOT,
@@ -45,11 +46,13 @@ def rewrite_links(text: str, english_dir: str, zh_dir: str, translated: set[str]
 
 
 def build_notebook(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: list[Block] | None = None,
-                   nb: dict | None = None) -> dict:
+                   nb: dict | None = None, stored: dict[str, str] | None = None) -> dict:
     """The Chinese notebook for `english`: its cells in order, markdown from the translation file, code from a fresh
-    code block or else verbatim, outputs, ids and metadata copied, links rewritten, the badge and setup cell set."""
+    code block (its marker's hash and its stored English source both the English cell's) or else verbatim,
+    outputs, ids and metadata copied, links rewritten, the badge and setup cell set."""
     nb = load_english(english) if nb is None else nb
     blocks = read_blocks(english, root) if blocks is None else blocks
+    stored = sources.load(translation_for(english, root), root) if stored is None else stored
     out = copy.deepcopy(nb)
     by_id = {block.cell_id: block for block in blocks}
     links = links_for(english, root)
@@ -60,7 +63,8 @@ def build_notebook(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: lis
             pass  # the English cell as it is
         elif cell["cell_type"] == "markdown" and block.kind == "cell":
             cell["source"] = lines(published(block.text))  # a stale translation still stands until it is updated
-        elif cell["cell_type"] == "code" and block.kind == "code" and block.en == cell_hash(source(cell)):
+        elif (cell["cell_type"] == "code" and block.kind == "code" and block.en == cell_hash(source(cell))
+              and stored.get(block.cell_id) == source(cell)):
             cell["source"] = lines(block.text)  # code only from a fresh block: the code never diverges
         if cell["cell_type"] == "markdown":
             cell["source"] = lines(links.text(source(cell)))
@@ -95,11 +99,11 @@ def build_document(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: lis
 
 
 def built_text(english: pathlib.Path, root: pathlib.Path = ROOT, blocks: list[Block] | None = None,
-               nb: dict | None = None) -> str:
+               nb: dict | None = None, stored: dict[str, str] | None = None) -> str:
     """What `build` writes for `english`: a notebook's JSON text, or a document's markdown."""
     if is_document(english):
         return build_document(english, root, blocks, nb)
-    return dumps(build_notebook(english, root, blocks, nb))
+    return dumps(build_notebook(english, root, blocks, nb, stored))
 
 
 def build(root: pathlib.Path = ROOT) -> list[str]:

@@ -7,7 +7,7 @@ import pathlib
 import posixpath
 from dataclasses import dataclass, field
 
-from edition import guard, terms
+from edition import guard, sources, terms
 from edition.build import built_text, links_for
 from edition.common import (
     ROOT,
@@ -42,7 +42,12 @@ class Report:
 
     translation: str
     english: str
-    stale: list[tuple[str, str, str]] = field(default_factory=list)  # (cell id, hash translated from, hash now)
+    stale: list[tuple[str, str]] = field(default_factory=list)  # (cell id, why)
+    diffs: dict[str, list[str]] = field(default_factory=dict)  # cell id -> the English diff, old -> new
+    unrecorded: list[str] = field(default_factory=list)  # translated blocks whose English source is not stored
+    unused: list[str] = field(default_factory=list)  # stored English sources with no translated block
+    block_lines: dict[str, tuple[int, int]] = field(default_factory=dict)  # cell id -> its lines in the file
+    command: str = "python ci/translate.py bump FILE"  # the bump command for this file, without ids
     missing: list[tuple[str, str]] = field(default_factory=list)  # (cell id, why)
     orphan: list[tuple[str, str]] = field(default_factory=list)  # (cell id, why)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (cell id, what the translation loses)
@@ -51,14 +56,27 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return bool(self.stale or self.missing or self.orphan or self.problems or self.out_of_date)
+        return bool(self.stale or self.missing or self.orphan or self.problems or self.out_of_date
+                    or self.unrecorded or self.unused)
 
     def lines(self) -> list[str]:
         counts = (f"{len(self.stale)} stale, {len(self.missing)} missing, {len(self.orphan)} orphan, "
-                  f"{len(self.problems)} other problems")
+                  f"{len(self.problems)} other problems" + (f", {len(self.unrecorded)} unrecorded" if self.unrecorded
+                                                            else ""))
         out = [f"{self.translation} ({self.english}): {counts}"]
-        out += [f"  stale    {i}: translated from en {old}; the English cell is now en {new}"
-                for i, old, new in self.stale]
+        for i, why in self.stale:
+            first, last = self.block_lines.get(i, (0, 0))
+            out.append(f"  stale    {i}: {why}")
+            out += [f"      {line}" for line in self.diffs.get(i, [])]
+            where = f"{self.translation}:{first}-{last}" if first else self.translation
+            out.append(f"    revisit the Chinese at {where}, then accept the new English: {self.command} {i}")
+        if self.unrecorded:
+            shown = ", ".join(self.unrecorded[:8]) + (", ..." if len(self.unrecorded) > 8 else "")
+            out.append(f"  unrecorded {len(self.unrecorded)} translated block(s) whose English source is not stored "
+                       f"yet ({shown}): if each translates the English cell as it is now, run: "
+                       f"{self.command} --all-fresh")
+        out += [f"  unused   {i}: an English source is stored for a block the file does not translate; run: "
+                f"{self.command} --all-fresh (it drops it)" for i in self.unused]
         out += [f"  missing  {i}: {why}" for i, why in self.missing]
         out += [f"  orphan   {i}: {why}" for i, why in self.orphan]
         out += [f"  problem  {i}: {why}" for i, why in self.problems]
@@ -70,8 +88,9 @@ class Report:
 
 
 def review(nb: dict, blocks: list[Block], glossary_rows=None, links: Links | None = None,
-           self_target: str | None = None, document: bool = False) -> Report:
-    """Compare one translation file's blocks with its English notebook `nb` (the paths are left blank)."""
+           self_target: str | None = None, document: bool = False, stored: dict[str, str] | None = None) -> Report:
+    """Compare one translation file's blocks with its English notebook `nb` (the paths are left blank) and, unless
+    `stored` is None, with the English each block was translated from (sources.py)."""
     glossary_rows = glossary_rows or terms.glossary()
     report = Report("", "")
     cells = {cell["id"]: cell for cell in translatable(nb)}
@@ -93,18 +112,37 @@ def review(nb: dict, blocks: list[Block], glossary_rows=None, links: Links | Non
             report.orphan.append((block.cell_id, f"a {block.kind!r} block for a {cell['cell_type']} cell"))
         elif block.todo:
             report.missing.append((block.cell_id, "not translated yet (todo)"))
-        elif block.en != cell_hash(source(cell)):
-            report.stale.append((block.cell_id, block.en, cell_hash(source(cell))))
+        elif block.en != cell_hash(source(cell)) or stored is not None and stored.get(block.cell_id) != source(cell):
+            if stored is not None and block.cell_id not in stored and block.en == cell_hash(source(cell)):
+                report.unrecorded.append(block.cell_id)  # a new translation: accepted by bump --all-fresh
+                continue
+            report.stale.append((block.cell_id, _why_stale(block, source(cell), stored)))
+            report.block_lines[block.cell_id] = block.lines
+            if stored is not None and block.cell_id in stored:
+                report.diffs[block.cell_id] = sources.english_diff(
+                    stored.get(block.cell_id), source(cell), "the English it was translated from", "the English now")
+            continue
         elif block.kind == "code":
-            if not guard.same_code(source(cell), block.text):
-                report.problems.append((block.cell_id, "the code differs from the English beyond its comments"))
+            difference = guard.code_difference(source(cell), block.text)
+            if difference:
+                report.problems.append((block.cell_id, difference))
         else:
             report.problems += [(block.cell_id, problem) for problem in
                                 guard.kept_problems(source(cell), block.text, glossary_rows, links, self_target)]
     for cell_id, cell in cells.items():
         if cell["cell_type"] == "markdown" and cell_id not in by_id:
             report.missing.append((cell_id, "no block for this markdown cell"))
+    translated = {b.cell_id for b in blocks if b.kind != "extra" and not b.todo and b.cell_id in cells}
+    report.unused = sorted(set(stored or {}) - translated)
     return report
+
+
+def _why_stale(block: Block, now: str, stored: dict[str, str]) -> str:
+    """Why a block is stale, in words: the English changed, or the marker was bumped without accepting the change."""
+    if block.en != cell_hash(now):
+        return f"translated from en {block.en}; the English cell is now en {cell_hash(now)}"
+    return (f"its marker says en {block.en}, the English now, but the English it was translated from is stored as "
+            f"en {cell_hash(stored[block.cell_id])}: a marker's hash is not edited by hand")
 
 
 def file_report(english: pathlib.Path, root: pathlib.Path = ROOT, glossary_rows=None) -> Report:
@@ -115,10 +153,13 @@ def file_report(english: pathlib.Path, root: pathlib.Path = ROOT, glossary_rows=
     links = links_for(english, root)
     self_target = posixpath.relpath(rel(target, root), links.zh_dir) if is_document(english) else None
     glossary_rows = glossary_rows or terms.glossary(root / "notebooks" / "glossary.md")
-    report = review(nb, blocks, glossary_rows, links, self_target, document=is_document(english))
-    report.translation = rel(translation_for(english, root), root)
+    translation = translation_for(english, root)
+    stored = sources.load(translation, root)
+    report = review(nb, blocks, glossary_rows, links, self_target, document=is_document(english), stored=stored)
+    report.translation = rel(translation, root)
+    report.command = sources.bump_command(english, [], root).rstrip()
     report.english = rel(english, root)
-    built = built_text(english, root, blocks, nb)
+    built = built_text(english, root, blocks, nb, stored)
     report.out_of_date = not target.exists() or target.read_text(encoding="utf-8") != built
     return report
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 import pathlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import notebook_header
 
@@ -194,6 +194,7 @@ class Block:
     en: str  # the hash of the English source it was translated from ("" for an extra block)
     text: str  # markdown, or the code without its fence
     todo: bool = False  # still the English text that `skeleton` put there
+    lines: tuple[int, int] = field(default=(0, 0), compare=False)  # the file's lines of the marker and the text's end
 
     def render(self) -> str:
         body = self.text
@@ -230,7 +231,8 @@ def parse(text: str, name: str = "translation") -> list[Block]:
             if not fenced:
                 raise ValueError(f"{name}, line {line}: a code block must be one ```python fenced block")
             body = fenced.group(2)
-        blocks.append(Block(kind, cell_id, match["en"] or "", body, bool(match["todo"])))
+        last = line + text[match.start():match.end() + len(text[match.end():end].rstrip())].count("\n")
+        blocks.append(Block(kind, cell_id, match["en"] or "", body, bool(match["todo"]), (line, last)))
     return blocks
 
 

@@ -4,7 +4,7 @@ A translated markdown cell keeps every number, inline code span and link target 
 as the build rewrites them), and says every glossary term the English says, at least as often, in the glossary's
 Chinese (whole English words, simple plurals; an English name such as RoPE or bf16, a title or `warmup = 40` may also
 stay as it is); it uses no word of the glossary's table of words to avoid. A code cell's translation changes
-comments only. The glossary's terms and their forms are read by edition.terms.
+comments and docstrings' text only. The glossary's terms and their forms are read by edition.terms.
 
 Where an English word means something else in one cell ("key ideas" is no attention key), the block says so on a
 line of its own, which the build drops and the check holds to the problems it names:
@@ -14,6 +14,7 @@ line of its own, which the build drops and the check holds to the problems it na
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -25,27 +26,75 @@ from edition.terms import chinese_forms, term_forms
 # ------------------------------------------------------------------------------------------------------ code
 
 
-def _tokens(code: str, keep_comments: bool = False) -> list[tuple[int, str]] | None:
+def _tokens(code: str, keep_comments: bool = False, docstrings: bool = False) -> list[tuple[int, str]] | None:
     """Python's token stream of `code` as (type, string), without comments and line breaks inside statements
-    (NL); None if it does not tokenize as Python (IPython magics, shell escapes)."""
+    (NL), and with `docstrings` each docstring's text as '<docstring>'; None if it does not tokenize as Python
+    (IPython magics, shell escapes)."""
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, SyntaxError):
         return None
     if any(t.type == tokenize.ERRORTOKEN for t in tokens):
         return None
+    spans = _docstring_spans(code) if docstrings else []
     dropped = {tokenize.NL} if keep_comments else {tokenize.NL, tokenize.COMMENT}
     layout = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-    return [(t.type, "" if t.type in layout else t.string) for t in tokens if t.type not in dropped]
+    out = []
+    for t in tokens:
+        if t.type in dropped:
+            continue
+        if t.type == tokenize.STRING and any(start <= t.start and t.end <= end for start, end in spans):
+            if out[-1:] != [(tokenize.STRING, "<docstring>")]:  # "a" "b" as one docstring
+                out.append((tokenize.STRING, "<docstring>"))
+            continue
+        out.append((t.type, "" if t.type in layout else t.string))
+    return out
+
+
+def _docstring_spans(code: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) positions of the docstrings of the functions and classes of `code`: the first statement of
+    a def or class body when it is a string (what help() shows); [] if it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                spans.append(((first.lineno, first.col_offset), (first.end_lineno, first.end_col_offset)))
+    return spans
+
+
+def code_difference(english: str, chinese: str) -> str | None:
+    """None if a code block keeps its English code cell, else what it changes. It may change comments and the text
+    of docstrings (the first string of a def or class body), nothing else: code, other strings and names stay
+    identical (Python's tokenizer and ast decide); code that does not tokenize (a magic) must be identical."""
+    if english == chinese:
+        return None
+    a, b = _tokens(english, docstrings=True), _tokens(chinese, docstrings=True)
+    if a is None or b is None:
+        return "the code differs from the English (it is not plain Python, so it must stay identical)"
+    if a == b:
+        return None
+    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
+    kind = {tokenize.STRING: "a string literal", tokenize.NAME: "a name"}.get((x or y)[0], "the code")
+    if "<docstring>" in (x and x[1], y and y[1]):
+        kind = "a docstring's place (only the text of a def's or class's first string may change)"
+    return (f"the code differs from the English beyond its comments and docstrings: {kind} changed, English "
+            f"{_shown(x)}, translation {_shown(y)}")
+
+
+def _shown(token: tuple[int, str] | None) -> str:
+    return "the end of the code" if token is None else repr(token[1]) if token[1] else tokenize.tok_name[token[0]]
 
 
 def same_code(english: str, chinese: str) -> bool:
-    """True if two code cells are identical, or identical once comments are removed (Python's tokenizer decides
-    what a comment is); code that does not tokenize must be identical."""
-    if english == chinese:
-        return True
-    tokens = _tokens(english)
-    return tokens is not None and tokens == _tokens(chinese)
+    """True if a code block keeps its English code cell: identical but for comments and docstrings' text."""
+    return code_difference(english, chinese) is None
 
 
 def has_comment(code: str) -> bool:
