@@ -15,7 +15,8 @@ from (the first 12 hex digits of the SHA-256 of the cell's source):
     ```
 
 A block's text runs to the next marker. Every markdown cell needs a `cell` block; a `code` block is optional (without
-one the code is copied verbatim) and may change comments only: docstrings and strings are code. Links are written
+one the code is copied verbatim) and may change comments and the text of docstrings (the first string of a def or
+class body) only: every other string, name and token is code and stays identical. Links are written
 as in the English notebook; the build rewrites them for notebooks/zh/ (and a code span that names an English
 notebook, `notebooks/solutions/03_solutions.ipynb`, to its Chinese version); a target written `en:path` links the
 English file on purpose. A marker ending in `| todo` is a block that `skeleton` filled with the English text and
@@ -26,16 +27,28 @@ translated here: ci/notebook_header.py generates them for the Chinese notebooks 
     python ci/translate.py skeleton solutions/01 --code   # the solutions notebook, and code cells with comments
     python ci/translate.py build                  # write notebooks/zh/ (cells, outputs and ids copied, no execution)
     python ci/translate.py check                  # list stale, missing and orphan blocks; exit 1 if any must be fixed
+    python ci/translate.py bump 05 c41 c45        # accept blocks for the English as it is now (prints the diff)
+    python ci/translate.py bump 13 --all-fresh    # store the English of a new translation's blocks
 
-`check` names, per translation file, every stale block (the English cell changed since it was translated: update
-the translation, then put the hash that `check` prints into its marker; until then the build keeps the old
-translation of a markdown cell, and the English code of a code cell), every missing one (no block, or `todo`), every
-orphan (its cell id is gone from the English notebook), everything a translation loses of its English cell, and
-every Chinese file that differs from what `build` would write; any of these fails it. A translated markdown cell
-keeps every number, inline code span and link target of the English cell, and says every glossary term the English
-says in the glossary's Chinese (notebooks/glossary.md), with none of its words to avoid: so a marker bumped over an
-English change of meaning ("keys" become "queries") still fails. Where an English word means something else in one
-cell, a line `<!-- guard-skip "word": why -->` in its block exempts that word there (see ci/edition/guard.py). It
+The English each block was translated from is kept in translations/zh/.source/ (one JSON file per translation file,
+block id -> lines; see ci/edition/sources.py). `check` names, per translation file, every stale block: the English
+cell is not the stored English it was translated from (or not the marker's hash). For each it prints the English
+diff, old -> new, with the changed words marked ([-old-]{+new+}), the translation file's lines to revisit, and the
+command that accepts it: `bump FILE ID ...` prints the diff again, stores the new English and writes its hash into
+the marker. A marker's hash edited by hand does not pass: the stored English still differs. Until a block is
+accepted the build keeps the old translation of a markdown cell, and the English code of a code cell. A translated
+block with no stored English (a new translation: `skeleton` stores nothing for a todo block) is named `unrecorded`
+until `bump FILE --all-fresh` stores the English of every such block whose marker's hash is the English cell's
+(never one whose English changed: that needs `bump FILE ID`, which shows what changed); stored English with no
+translated block is named `unused`, and the same command drops it. The check also names every missing block (no
+block, or `todo`), every orphan (its cell id is gone from the English notebook), everything a translation loses of
+its English cell, and every Chinese file that differs from what `build` would write; any of these fails it.
+
+A translated markdown cell keeps every number, inline code span and link target of the English cell, and says
+every glossary term the English says in the glossary's Chinese (notebooks/glossary.md), with none of its words to
+avoid: so even a deliberate bump over an English change of meaning ("keys" become "queries") fails where a term's
+count changes. Where an English word means something else in one cell, a line `<!-- guard-skip "word": why -->` in
+its block exempts that word there (see ci/edition/guard.py). The check
 also names every English notebook that has no translation file, as "not translated".
 
 Markdown documents (notebooks/TEACHING.md, the teacher's guide, and README.md) are translated the same way, section
@@ -54,7 +67,7 @@ and its solutions) must have a complete, fresh translation, and `check` fails un
 that is not in the edition yet (a new chapter, say) is only named; it does not fail the check.
 
 The code lives in ci/edition/, one module per job: common (paths, the translation file), guard (what a translation
-keeps), links, build, check and skeleton.
+keeps), links, build, check, skeleton, sources (the stored English and its diffs) and bump.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The Chinese edition's tool, by job: common (paths, the translation file), guard (what a translation keeps),
-build, check and skeleton. ci/translate.py is its command line; see its docstring for the file format."""
+build, check, skeleton, sources (the English each block was translated from) and bump. ci/translate.py is its
+command line; see its docstring for the file format."""
 
 import pathlib
 import sys

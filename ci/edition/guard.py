@@ -97,6 +97,11 @@ def same_code(english: str, chinese: str) -> bool:
     return code_difference(english, chinese) is None
 
 
+def has_docstring(code: str) -> bool:
+    """True if Python code defines a function or class with a docstring (`skeleton --code` offers it too)."""
+    return bool(_docstring_spans(code))
+
+
 def has_comment(code: str) -> bool:
     """True if Python code holds a comment (what `skeleton --code` offers for translation)."""
     tokens = _tokens(code, keep_comments=True)

@@ -16,7 +16,7 @@ from edition.common import (
     translatable,
     translation_for,
 )
-from edition.guard import has_comment
+from edition.guard import has_comment, has_docstring
 
 
 def skeleton_blocks(nb: dict, blocks: list[Block], code: bool) -> tuple[list[Block], int]:
@@ -34,7 +34,8 @@ def skeleton_blocks(nb: dict, blocks: list[Block], code: bool) -> tuple[list[Blo
         text = source(cell)
         if cell["id"] in by_id:
             ordered.append(by_id.pop(cell["id"]))
-        elif cell["cell_type"] == "markdown" or (code and cell["cell_type"] == "code" and has_comment(text)):
+        elif cell["cell_type"] == "markdown" or (code and cell["cell_type"] == "code"
+                                                   and (has_comment(text) or has_docstring(text))):
             kind = "cell" if cell["cell_type"] == "markdown" else "code"
             ordered.append(Block(kind, cell["id"], cell_hash(text), text, todo=True))
             added += 1

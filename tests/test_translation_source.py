@@ -1,0 +1,215 @@
+"""The English each block was translated from is stored (ci/edition/sources.py), so an English change is shown, not
+only flagged, and only the bump command accepts it.
+
+- An English edit that keeps every term's count (a swap of queries and keys; 'after' becomes 'before') fails the
+  check, which prints the English diff with the changed words marked.
+- A marker's hash bumped by hand still fails; `bump` prints the diff, stores the new English and the check passes.
+- A new translation's blocks are stored by `bump --all-fresh`; skeleton stores nothing; stored English without a
+  block fails the check until the bump drops it.
+- A code block may translate docstrings, and nothing else of the code.
+"""
+
+import json
+import textwrap
+
+import pytest
+
+from .translation_helpers import (
+    GLOSSARY,
+    PILOT,
+    ROOT,
+    build,
+    bump,
+    bump_markers,
+    check,
+    common,
+    copy_of_the_edition,
+    guard,
+    hand_bump,
+    load,
+    rel,
+    skeleton,
+    sources,
+)
+
+# (English file, what it says, the edit that keeps every term's count but says the opposite, the words changed)
+SWAP = (ROOT / "notebooks" / "05_transformer_block.ipynb", "queries from the target, keys and values from the encoder",
+        "keys from the target, queries and values from the encoder", "[-queries-]{+keys+}")
+BEFORE = (ROOT / "README.md", "Share the solutions folder after the session",
+          "Share the solutions folder before the session", "[-after-]{+before+}")
+
+
+def edited_copy(tmp_path, english, said, edit):
+    """A fresh copy of `english`'s edition, the check's lines for it, and the id of the block whose English now says
+    `edit` instead of `said`."""
+    root = copy_of_the_edition(tmp_path, english)
+    path = root / rel(english)
+    bump_markers(root, path)  # a copy fresh to begin with, whatever the translators are doing meanwhile
+    baseline = check.check(root)[0]
+    cells = common.load_english(path)["cells"]
+    found = [c["id"] for c in cells if said in " ".join(common.source(c).split())]
+    assert len(found) == 1, f"{rel(english)} no longer says {said!r} in one cell: choose another sentence"
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".md":
+        assert text.count(said) == 1
+        text = text.replace(said, edit)
+    else:
+        nb = json.loads(text)
+        cell = next(c for c in nb["cells"] if c["id"] == found[0])
+        assert said in common.source(cell), f"{said!r} is wrapped across lines: choose another sentence"
+        cell["source"] = common.lines(common.source(cell).replace(said, edit))
+        text = build.dumps(nb)
+    path.write_text(text, encoding="utf-8")
+    return root, path, baseline, found[0]
+
+
+@pytest.mark.parametrize("case", [SWAP, BEFORE], ids=["keys-queries-swap", "after-before"])
+def test_an_english_change_that_keeps_every_term_is_shown_and_only_bump_accepts_it(tmp_path, case):
+    english, said, edit, words = case
+    root, path, baseline, cell_id = edited_copy(tmp_path, english, said, edit)
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    assert failed and any(line.startswith(f"  stale    {cell_id}:") for line in lines), output
+    assert any(line.strip().startswith("-") and said in line for line in lines), output  # old -> new
+    assert any(line.strip().startswith("+") and edit in line for line in lines), output
+    assert any(line.strip().startswith("words:") and words in line for line in lines), output
+    command = f"python ci/translate.py bump {sources.command_name(path, root)} {cell_id}"
+    assert command in output, output
+
+    assert hand_bump(root, path) == 1  # the marker says the new hash; nothing else changed
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    stale = [line for line in lines if line.startswith(f"  stale    {cell_id}:")]
+    assert failed and len(stale) == 1 and "not edited by hand" in stale[0], output
+    assert any(line.strip().startswith("words:") and words in line for line in lines) and command in output, output
+
+    said_by_bump = bump.bump(path, [cell_id], root=root)
+    assert any(line.strip().startswith("words:") and words in line for line in said_by_bump), said_by_bump
+    build.build(root)
+    assert check.check(root)[0] == baseline  # accepted: the check says what it said before the edit
+    stored = sources.load(common.translation_for(path, root), root)
+    now = next(c for c in common.load_english(path)["cells"] if c["id"] == cell_id)
+    assert stored[cell_id] == common.source(now) and edit in " ".join(stored[cell_id].split())
+
+
+def test_a_bump_changes_the_marker_line_only(tmp_path):
+    root, path, _, cell_id = edited_copy(tmp_path, *BEFORE[:3])
+    translation = common.translation_for(path, root)
+    before = translation.read_text(encoding="utf-8")
+    bump.bump(path, [cell_id], root=root)
+    after = translation.read_text(encoding="utf-8")
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(changed) == 1 and changed[0][1].startswith(f"<!-- cell {cell_id} | en ")
+    assert len(before.splitlines()) == len(after.splitlines())
+    with pytest.raises(SystemExit, match="no block for cell nope"):
+        bump.bump(path, ["nope"], root=root)
+
+
+# --------------------------------------------------------------------------------------------- new translations
+
+
+def test_a_new_translation_is_stored_by_bump_all_fresh_and_skeleton_stores_nothing(tmp_path):
+    root = copy_of_the_edition(tmp_path)
+    english = root / rel(PILOT)
+    translation = common.translation_for(english, root)
+    blocks = common.parse(translation.read_text(encoding="utf-8"))
+    block = next(b for b in blocks if b.kind == "cell" and b.cell_id != blocks[0].cell_id)
+    chinese, block.todo = block.text, True  # as skeleton left it, before anyone translated it
+    translation.write_text(common.render(blocks, rel(PILOT)), encoding="utf-8")
+    assert any("dropped" in line for line in bump.bump(english, [], all_fresh=True, root=root))
+    assert block.cell_id not in sources.load(translation, root)
+    skeleton.skeleton(english, root=root)
+    assert block.cell_id not in sources.load(translation, root)
+
+    block.text, block.todo = chinese, False  # translated, and the marker's todo removed by hand
+    translation.write_text(common.render(blocks, rel(PILOT)), encoding="utf-8")
+    build.build(root)
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    assert failed and "unrecorded 1 translated block(s)" in output and block.cell_id in output, output
+    assert "python ci/translate.py bump solutions/01 --all-fresh" in output, output
+    bump.bump(english, [], all_fresh=True, root=root)
+    build.build(root)
+    assert check.check(root)[1] is False, "\n".join(check.check(root)[0])
+    assert block.cell_id in sources.load(translation, root)
+
+
+def test_stored_english_without_a_block_fails_until_the_bump_drops_it(tmp_path):
+    root = copy_of_the_edition(tmp_path)
+    translation = common.translation_for(root / rel(PILOT), root)
+    stored = sources.load(translation, root)
+    sources.save(translation, {**stored, "gone1234": "# A cell that is gone\n"}, root)
+    lines, failed = check.check(root)
+    assert failed and any(line.startswith("  unused   gone1234:") for line in lines), "\n".join(lines)
+    bump.bump(root / rel(PILOT), [], all_fresh=True, root=root)
+    assert sources.load(translation, root) == stored and not check.check(root)[1]
+
+
+def test_all_fresh_does_not_accept_a_changed_english_cell(tmp_path):
+    root, path, _, cell_id = edited_copy(tmp_path, *BEFORE[:3])
+    said = bump.bump(path, [], all_fresh=True, root=root)
+    assert any(line.startswith(f"{cell_id}: not adopted") for line in said) or cell_id in sources.load(
+        common.translation_for(path, root), root)
+    assert check.check(root)[1]  # still stale: the stored English is the old one
+
+
+def test_the_store_is_sorted_json_with_one_line_of_english_per_line(tmp_path):
+    store = {"b-2": "second\nblock\n", "a-1": "first"}
+    text = sources.dumps(store)
+    assert list(json.loads(text)) == ["a-1", "b-2"] and '  "block\\n"' in text.splitlines()[-3]
+    translation = tmp_path / "translations" / "zh" / "solutions" / "01_solutions.md"
+    sources.save(translation, store, tmp_path)
+    assert sources.store_path(translation, tmp_path) == tmp_path / "translations/zh/.source/solutions/01_solutions.json"
+    assert sources.load(translation, tmp_path) == store
+
+
+def test_the_build_keeps_the_english_code_of_a_block_bumped_by_hand(tmp_path):
+    root = copy_of_the_edition(tmp_path)
+    english = root / rel(PILOT)
+    nb = load(english)
+    block = next(b for b in common.read_blocks(english, root) if b.kind == "code")
+    cell = next(c for c in nb["cells"] if c["id"] == block.cell_id)
+    cell["source"] = common.lines(common.source(cell) + "\nprint('new')")
+    english.write_text(build.dumps(nb), encoding="utf-8")
+    hand_bump(root, english)
+    built = load(common.built_for(english, root))
+    assert common.source(next(c for c in built["cells"] if c["id"] == block.cell_id)) == common.source(cell)
+
+
+# ----------------------------------------------------------------------------------------- docstrings in code
+
+STUB = textwrap.dedent('''\
+    def layer_norm(x, gamma, beta, eps):
+        """x (..., d), gamma (d,), beta (d,) -> (..., d), normalised over the last axis."""
+        raise NotImplementedError  # your code here
+
+
+    class Block:
+        "One layer."
+
+        name = "block"
+    ''')
+TRANSLATED = (STUB.replace("normalised over the last axis.", "在最后一维上归一化。")
+              .replace('"One layer."', '"一层。"').replace("# your code here", "# 在这里写你的代码"))
+
+
+def test_a_translated_docstring_passes():
+    assert guard.code_difference(STUB, TRANSLATED) is None and guard.same_code(STUB, TRANSLATED)
+
+
+@pytest.mark.parametrize("planted, message", [
+    (TRANSLATED.replace('name = "block"', 'name = "块"'), "a string literal changed, English '\"block\"'"),
+    (TRANSLATED.replace("def layer_norm", "def layernorm"), "a name changed, English 'layer_norm'"),
+    (TRANSLATED.replace("raise NotImplementedError", '"""再一个字符串。"""\n    raise NotImplementedError'),
+     "beyond its comments and docstrings"),
+    (TRANSLATED.replace('"一层。"\n', '"一层。"\n    x = 1\n'), "beyond its comments and docstrings"),
+])
+def test_a_code_block_that_changes_more_than_docstrings_fails_with_a_clear_message(planted, message):
+    difference = guard.code_difference(STUB, planted)
+    assert difference and message in difference, difference
+    nb = {"cells": [{"cell_type": "code", "id": "stub", "metadata": {}, "source": common.lines("import x\n")},
+                    {"cell_type": "code", "id": "c1", "metadata": {}, "source": common.lines(STUB)}]}
+    blocks = [common.Block("code", "c1", common.cell_hash(STUB), planted)]
+    assert check.review(nb, blocks, GLOSSARY).problems == [("c1", difference)]
+    blocks = [common.Block("code", "c1", common.cell_hash(STUB), TRANSLATED)]
+    assert check.review(nb, blocks, GLOSSARY).problems == []
