@@ -220,14 +220,25 @@ def test_a_guard_skip_line_exempts_one_item_of_one_cell_and_must_be_used():
 # ---------------------------------------------------------------------- the words to avoid, in the whole edition
 
 
+def without_exempted(text):
+    """A block's prose without the words its guard-skip lines exempt (the glossary's table of words to avoid)."""
+    skipped, _ = guard.exemptions(text)
+    prose = guard.prose(common.published(text))
+    for word in sorted(skipped, key=len, reverse=True):
+        prose = prose.replace(word, " ")
+    return prose
+
+
 def chinese_cells():
     """(Chinese file, cell id, the English text, the Chinese text) for every cell of every Chinese notebook (prose
     of markdown cells, comments of code cells) and the whole of each Chinese document."""
     for built in sorted(common.zh_folder_files(ROOT)) + [ROOT / "README.zh.md"]:
         english = next(e for e in common.english_notebooks() + common.english_documents()
                        if common.built_for(e) == built)
-        if common.is_document(english):
-            yield built, "", guard.prose(english.read_text(encoding="utf-8")), guard.prose(built.read_text("utf-8"))
+        if common.is_document(english):  # section by section, so that a block's guard-skip lines hold
+            english_text = guard.prose(english.read_text(encoding="utf-8"))
+            for block in blocks_of(common.translation_for(english)):
+                yield built, block.cell_id, english_text, without_exempted(block.text)
             continue
         cells = {cell["id"]: cell for cell in load(english)["cells"]}
         for cell in load(built)["cells"]:
