@@ -256,10 +256,12 @@ def test_labels_are_legible_inside_their_boxes(kind):
 
 def test_the_module_draws_with_matplotlib_alone():
     """The map is a tools-layer module: matplotlib and shared.validation, nothing from the model or teaching."""
-    source = Path(architecture.__file__).read_text(encoding="utf-8")
-    imports = {line.split()[1] for line in source.splitlines() if line.startswith(("import ", "from "))}
+    sources = [path.read_text(encoding="utf-8") for path in Path(architecture.__file__).parent.glob("*.py")]
+    assert len(sources) == 3
+    imports = {line.split()[1] for source in sources for line in source.splitlines()
+               if line.startswith(("import ", "from "))}
     assert imports <= {"__future__", "textwrap", "dataclasses", "matplotlib.pyplot", "matplotlib.patches",
-                       ".validation"}, imports
+                       "..validation", ".diagrams", ".drawing"}, imports
 
 
 @pytest.mark.parametrize("kind", KINDS)
