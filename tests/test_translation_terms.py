@@ -108,8 +108,7 @@ def test_the_tests_fail_on_the_old_text_of_notebook_08(tmp_path):
     text = source.read_text(encoding="utf-8")
     planted = (text.replace("禁止重复 n 元语法（no-repeat n-gram）", "禁止重复 n 元组（no-repeat n-gram）", 1)
                .replace("**CPU 运行不用暂退法。**", "**CPU 运行不用 dropout。**", 1)
-               .replace("可学习的位置嵌入（learned positional embedding，04）",
-                        "可学习的位置编码（learned positional embedding，04）", 1))
+               .replace("可学习的位置嵌入（learned positions）", "可学习的位置（learned positions）", 1))
     assert planted != text
     copy = tmp_path / source.name
     copy.write_text(planted, encoding="utf-8")
