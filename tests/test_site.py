@@ -1,8 +1,9 @@
 """The course website (ci/build_site.py), built once per test session into a temporary folder and read in a real
 browser: the home page, a notebook page per edition (figures, widgets' static figures, rendered maths, folded
-self-check answers), search in English and in Chinese (results, snippets quoting the page body, a status line in the
-page's language), one header bar, pages at a phone's width (no sideways scroll), the language switch (keeping the query
-and the place on the page), the favicon, and a crawl for broken local links.
+self-check answers), all 15 chapters and their solutions in both editions, each page from its edition's file (the
+Chinese glossary included), search in English and in Chinese (results, Part II's words among them, snippets quoting the
+page body, a status line in the page's language), one header bar, pages at a phone's width (no sideways scroll), the
+language switch (keeping the query and the place on the page), the favicon, and a crawl for broken local links.
 
 Needs the site's packages (pip install -r ci/requirements-site.txt) and, for the tests that open pages, Chromium and
 Playwright (see tests/test_browser.py); skipped with a reason where they are missing. The browser may fetch nothing
