@@ -19,7 +19,7 @@ Book 1 is in maintenance (Jupyter Book 2 replaced it) with older pins of the sam
 packages, newer ones, and one conf.py (ci/site/conf.py) that a reader can follow. Jupyter Book 2 (mystmd) needs Node
 and fetches its theme from the network, so it cannot build offline as shipped.
 
-How: ci/site_pages.py stages each edition's pages (README as the home page, the twelve notebooks, the solutions, the
+How: ci/site_pages.py stages each edition's pages (README as the home page, the fifteen notebooks, the solutions, the
 teacher's guide, references, glossary, CONTRIBUTING, the licences) into a temporary folder with their links pointing at
 pages, then the two Sphinx builds run side by side, one per core.
 """
