@@ -6,6 +6,7 @@
   file at most.
 - learned position embedding has one name, 可学习的位置嵌入 (its table may be called 可学习的位置表), never
   可学习的位置编码, 可学习位置 or a bare 可学习的位置.
+A gloss in brackets is never inside another bracket (（…（English）…）).
 The words are looked for in each translation file's markdown (without code, math and links: guard.prose), and n 元组
 and the learned-position names in its code blocks' comments too (a comment may name the attribute `dropout`).
 """
@@ -82,6 +83,35 @@ def test_dropout_is_said_as_zan_tui_fa(translation):
 def test_learned_position_embedding_has_one_name(translation):
     found = [(cell_id, name) for cell_id, text in texts(translation) for name in learned_position_names(text)]
     assert not found, f"{rel(translation)}: learned positions are 可学习的位置嵌入 (glossary), not {found}"
+
+
+def nested_brackets(text):
+    """The places where a full-width bracket opens inside another: （…（English）…）, an aside inside an aside."""
+    found, depth = [], 0
+    for index, char in enumerate(text):
+        if char == "\n":
+            depth = 0
+        elif char == "（":
+            depth += 1
+            if depth == 2:
+                found.append(text[max(0, index - 20):index + 20])
+        elif char == "）":
+            depth = max(0, depth - 1)
+    return found
+
+
+@pytest.mark.parametrize("translation", TRANSLATIONS, ids=lambda p: rel(p))
+def test_no_brackets_inside_brackets(translation):
+    """A term's English gloss is in brackets, so the sentence around it keeps its asides out of brackets."""
+    found = [(cell_id, place) for cell_id, text in texts(translation, comments=False)
+             for place in nested_brackets(text)]
+    assert not found, f"{rel(translation)}: brackets inside brackets in {found}"
+
+
+def test_the_bracket_rule_catches_the_old_text_of_notebook_08():
+    old = "用课程中的模块组装出一个 GPT（前置层归一化（Pre-LN）块、GELU、可学习的位置、权重绑定（weight tying））。"
+    assert len(nested_brackets(old)) == 2
+    assert not nested_brackets("用课程中的模块组装出一个 GPT：前置层归一化（Pre-LN）块、权重绑定（weight tying）。")
 
 
 @pytest.mark.parametrize("text, n_tuple, dropout, learned", [
