@@ -34,7 +34,10 @@ PARTS = {
 INSTANCES = {"layers.EncoderLayer": dict(d_model=8, n_heads=2, d_ff=16),
              "layers.DecoderLayer": dict(d_model=8, n_heads=2, d_ff=16),
              "layers.PreLNBlock": dict(d_model=8, n_heads=2, d_ff=16),
-             "gpt.GPT": dict(config="gpt.GPTConfig")}
+             "gpt.GPT": dict(config=("gpt.GPTConfig", dict(vocab_size=11, d_model=8, n_heads=2, n_layers=1))),
+             "transformer.Transformer": dict(config=("transformer.TransformerConfig",
+                                                     dict(src_vocab_size=11, tgt_vocab_size=11, d_model=8, n_heads=2,
+                                                          n_encoder_layers=1, n_decoder_layers=1, d_ff=16)))}
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +61,8 @@ def resolve(dotted: str):
             if not hasattr(found, name) and ".".join(parts[:j]) in INSTANCES:  # a module's part: build a small one
                 kwargs = INSTANCES[".".join(parts[:j])]
                 if "config" in kwargs:
-                    kwargs = {"config": resolve(kwargs["config"])(vocab_size=11, d_model=8, n_heads=2, n_layers=1)}
+                    config, sizes = kwargs["config"]
+                    kwargs = {"config": resolve(config)(**sizes)}
                 found = found(**kwargs)
             found = getattr(found, name)
         return found

@@ -72,8 +72,8 @@ BPE = "tokenization.BPETokenizer"
 
 def tokenizer(softmax_row: float) -> tuple[Box, Box]:
     """The tokenizer in front of the model (text -> ids, bottom left) and behind it (ids -> text, by the sampler)."""
-    return (B("encode", "side", 0.2, "Tokenizer: text → ids", BPE, "13", ("tokenizer",)),
-            B("decode", "side", softmax_row, "Tokenizer: ids → text", BPE, "13", ("tokenizer",)))
+    return (B("encode", "side", 0.2, "Tokenizer: text → ids", BPE + ".encode", "13", ("tokenizer",)),
+            B("decode", "side", softmax_row, "Tokenizer: ids → text", BPE + ".decode", "13", ("tokenizer",)))
 
 
 TOKENIZER_LINKS = (Link("encode", "tokens"), Link("softmax", "decode", parts=("tokenizer",)))
@@ -107,7 +107,7 @@ DIAGRAMS = {
          B("dec_ffn", "dec", 7.2, "Feed-forward (ReLU)", "layers.FeedForward", "05", ("ffn",)),
          B("dec_add3", "dec", 8.2, "Add & Norm", "layers.DecoderLayer.norm3", "05", ("residual", "norm"),
            "(B, T_tgt, d_model)", skip_from="dec_ffn"),
-         B("generator", "dec", 9.8, "Linear (generator)", "transformer.Transformer.decode", "06", ("output",),
+         B("generator", "dec", 9.8, "Linear (generator)", "transformer.Transformer.generator", "06", ("output",),
            "(B, T_tgt, tgt_vocab_size)"),
          B("softmax", "dec", 10.8, "Softmax, decode", "generation.seq2seq.greedy_decode", "06", ("output",)),
          B("probs", "dec", 11.65, "output probabilities")),
@@ -118,10 +118,10 @@ DIAGRAMS = {
          Link("src_mask", "dec_cross", parts=("masks", "cross_attention")),
          Link("tgt_mask", "dec_attn", shape="(B, 1, T_tgt, T_tgt)"))),
     "gpt": Diagram(
-        "The decoder-only GPT (GPT-2: Radford et al. 2019)", "gpt.GPT", "08", (7.0, 9.7),
-        {"side": (1.22, 2.15, 0), "main": (4.0, 2.7, 1)},
+        "The decoder-only GPT (GPT-2: Radford et al. 2019)", "gpt.GPT", "08", (7.5, 9.7),
+        {"side": (1.3, 2.35, 0), "main": (4.45, 2.7, 1)},
         (B("tokens", "main", 0, "token ids", shape="(B, T)"),
-         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT", "08", ("embedding",)),
+         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT.tok_emb", "08", ("embedding",)),
          B("pos_emb", "main", 2, "+ learned positions", "positions.LearnedPositionalEmbedding", "04",
            ("positions",), "(B, T, d_model)"),
          B("ln1", "main", 3.2, "LayerNorm", "layers.PreLNBlock.norm1", "05", ("norm",)),
@@ -132,7 +132,7 @@ DIAGRAMS = {
          B("add2", "main", 8.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), "(B, T, d_model)",
            skip_from="ln2"),
          B("ln_f", "main", 9.8, "Final LayerNorm", "gpt.GPT.norm", "08", ("norm",)),
-         B("lm_head", "main", 10.8, "Linear lm_head (tied)", "gpt.GPT", "08", ("output",), "(B, T, vocab_size)"),
+         B("lm_head", "main", 10.8, "Linear lm_head (tied)", "gpt.GPT.lm_head", "08", ("output",), "(B, T, vocab_size)"),
          B("softmax", "main", 11.8, "Softmax, sample", "generation.lm.generate", "08", ("output",)),
          B("next", "main", 12.65, "next-token probabilities"),
          B("mask", "side", 4.2, "Causal mask", "masks.causal_mask", "03", ("masks",)),
@@ -145,19 +145,19 @@ DIAGRAMS = {
          Link("tiled", "attn", "same", "same output"),
          TIED, *TOKENIZER_LINKS)),
     "modern": Diagram(
-        "A modern decoder block (Llama-style)", "gpt.GPTConfig", "10", (7.0, 9.3),
-        {"side": (1.15, 1.9, 0), "main": (4.0, 2.7, 1)},
+        "A modern decoder block (Llama-style)", "gpt.GPTConfig", "10", (7.5, 9.3),
+        {"side": (1.3, 2.35, 0), "main": (4.45, 2.7, 1)},
         (B("tokens", "main", 0, "token ids", shape="(B, T)"),
-         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT", "08", ("embedding",), "(B, T, d_model)"),
-         B("norm1", "main", 2.2, "RMSNorm", "norms.RMSNorm", "10", ("norm",)),
+         B("tok_emb", "main", 1, "Token embedding (tok_emb)", "gpt.GPT.tok_emb", "08", ("embedding",), "(B, T, d_model)"),
+         B("norm1", "main", 2.2, "RMSNorm", "layers.PreLNBlock.norm1", "10", ("norm",)),
          B("attn", "main", 3.2, "Grouped-query attn, fused QKV", MHA, "10", ("attention",)),
          B("add1", "main", 4.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), skip_from="norm1"),
-         B("norm2", "main", 5.2, "RMSNorm", "norms.RMSNorm", "10", ("norm",)),
+         B("norm2", "main", 5.2, "RMSNorm", "layers.PreLNBlock.norm2", "10", ("norm",)),
          B("ffn", "main", 6.2, "SwiGLU feed-forward", "layers.FeedForward", "10", ("ffn",)),
          B("add2", "main", 7.2, "Residual add", "layers.PreLNBlock.forward", "05", ("residual",), "(B, T, d_model)",
            skip_from="norm2"),
-         B("norm_f", "main", 8.8, "Final RMSNorm", "norms.RMSNorm", "10", ("norm",)),
-         B("lm_head", "main", 9.8, "Linear lm_head (tied)", "gpt.GPT", "08", ("output",), "(B, T, vocab_size)"),
+         B("norm_f", "main", 8.8, "Final RMSNorm", "gpt.GPT.norm", "10", ("norm",)),
+         B("lm_head", "main", 9.8, "Linear lm_head (tied)", "gpt.GPT.lm_head", "08", ("output",), "(B, T, vocab_size)"),
          B("softmax", "main", 10.8, "Softmax, sample", "generation.lm.generate", "08", ("output",)),
          B("next", "main", 11.65, "next-token probabilities"),
          B("rope", "side", 2.0, "RoPE: rotates q, k", "positions.RotaryEmbedding", "09", ("positions",)),
