@@ -1,5 +1,6 @@
 """The architecture map (shared.architecture): every kind draws, every name on it exists, `highlight` shades exactly
-its boxes and refuses unknown parts, and every label stays legible inside its box."""
+its boxes and refuses unknown parts, every label stays legible inside its box, every arrow runs from its start box to
+its end box, and each notebook's "you are here" map shades a box that notebook builds."""
 
 import ast
 import dataclasses
@@ -18,7 +19,7 @@ from matplotlib.colors import to_hex  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from shared import architecture  # noqa: E402
-from shared.architecture import DIAGRAMS, KINDS, parts_of, plot_architecture  # noqa: E402
+from shared.architecture import DIAGRAMS, KINDS, Link, drawing, parts_of, plot_architecture  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 # The parts each kind is expected to offer (the notebooks' "you are here" maps use these names)
@@ -183,6 +184,19 @@ def test_each_add_and_norm_box_names_its_own_norm_in_the_order_of_the_walk_throu
     assert not any(code.endswith(".forward") for code in norms)  # a norm box names the norm, not the layer's forward
 
 
+def test_the_norm_boxes_name_the_blocks_own_norms_and_the_modern_ones_are_rmsnorms():
+    """Both decoder-only maps label the block's norms by the attributes the block has (norm1, norm2) and the final
+    one as GPT.norm; built with the modern map's options, each of them is an RMSNorm."""
+    from shared.gpt import GPT, GPTConfig
+    from shared.norms import RMSNorm
+
+    for kind in ("gpt", "modern"):
+        norms = sorted((b for b in DIAGRAMS[kind].boxes if "norm" in b.parts), key=lambda b: b.row)
+        assert [b.code for b in norms] == ["layers.PreLNBlock.norm1", "layers.PreLNBlock.norm2", "gpt.GPT.norm"]
+    model = GPT(GPTConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, **DIAGRAMS["modern"].options))
+    assert all(isinstance(norm, RMSNorm) for norm in (model.blocks[0].norm1, model.blocks[0].norm2, model.norm))
+
+
 def test_05s_maps_shade_what_its_text_is_about():
     """The "you are here" map shades the FFN and the Add & Norm boxes (not attention, built in 02); the walk-through
     map shades the two layers (the N× frames), so its boxes stay plain and every name and shape on them readable."""
@@ -202,6 +216,130 @@ def test_05s_maps_shade_what_its_text_is_about():
         assert all(boxes[key].notebook == "05" for key in lit)
         frames = {key for key, colour in face_colours(fig, "frame").items() if colour == to_hex(architecture.FRAME_LIT)}
         assert frames == expected_frames, source
+
+
+def first_map(source: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The kinds and the highlight of the first plot_architecture call in a notebook's code (a loop's kinds too)."""
+    tree = ast.parse(source)
+    call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", "")) == "plot_architecture")
+    kind = call.args[0]
+    if isinstance(kind, ast.Name):  # for kind in ("encoder_decoder", "gpt"): ...
+        loop = next(node for node in ast.walk(tree) if isinstance(node, ast.For)
+                    and getattr(node.target, "id", None) == kind.id)
+        kinds = tuple(ast.literal_eval(loop.iter))
+    else:
+        kinds = (ast.literal_eval(kind),)
+    highlight = next((ast.literal_eval(k.value) for k in call.keywords if k.arg == "highlight"), ())
+    return kinds, (highlight,) if isinstance(highlight, str) else tuple(highlight)
+
+
+def code_of(notebook: str) -> str:
+    """The first code cell of notebooks/NN_*.ipynb that draws the map."""
+    nb = json.loads(next(NOTEBOOKS.glob(f"{notebook}_*.ipynb")).read_text(encoding="utf-8"))
+    return next("".join(c["source"]) for c in nb["cells"]
+                if c["cell_type"] == "code" and "plot_architecture(" in "".join(c["source"]))
+
+
+def own_boxes_shaded(notebook: str, source: str) -> tuple[set[str], set[str]]:
+    """(the boxes and frames tabbed with this notebook on its first map, those of them the map shades)."""
+    kinds, highlight = first_map(source)
+    own, lit = set(), set()
+    for kind in kinds:
+        fig = plot_architecture(kind, highlight=highlight)
+        boxes = {f"{kind}:{k}" for k, c in face_colours(fig).items() if c == to_hex(architecture.HIGHLIGHT)}
+        frames = {f"{kind}:frame:{k}" for k, c in face_colours(fig, "frame").items()
+                  if c == to_hex(architecture.FRAME_LIT)}
+        own |= {f"{kind}:{b.key}" for b in DIAGRAMS[kind].boxes if b.notebook == notebook}
+        own |= {f"{kind}:frame:{f.column}" for f in DIAGRAMS[kind].frames if f.notebook == notebook}
+        lit |= boxes | frames
+    return own, own & lit
+
+
+# Notebooks whose first map draws no box tabbed with their number (the test checks that it does not)
+ADDS_NO_BOX = {"01": "its attention function works inside notebook 02's attention boxes",
+               "07": "it trains the models of notebooks 05 and 06",
+               "09": "it compares positions on the GPT map; RoPE's box (tabbed 09) is on the modern map",
+               "11": "it runs notebook 08's whole GPT on several processes",
+               "12": "the capstone combines the parts of 01-11"}
+
+
+@pytest.mark.parametrize("notebook", sorted(path.name[:2] for path in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+def test_each_notebooks_you_are_here_map_shades_a_box_it_builds(notebook):
+    """The first map of a notebook shades at least one box (or N× frame) tabbed with its number."""
+    own, shaded = own_boxes_shaded(notebook, code_of(notebook))
+    if notebook in ADDS_NO_BOX:
+        assert not own, f"notebook {notebook}'s map has boxes of its own now: {sorted(own)}"
+    else:
+        assert shaded, f"notebook {notebook}'s first map shades none of its boxes {sorted(own)}"
+
+
+def test_the_you_are_here_check_catches_a_map_shading_another_notebooks_boxes():
+    """Planted: 15 shading only the attention (02), 13 only the token embedding (08)."""
+    for notebook, right, wrong in (("15", '("attention", "tiled_attention")', '("attention",)'),
+                                   ("13", '("tokenizer",)', '("embedding",)')):
+        source = code_of(notebook)
+        assert f"highlight={right}" in source
+        own, shaded = own_boxes_shaded(notebook, source.replace(f"highlight={right}", f"highlight={wrong}", 1))
+        assert own and not shaded
+
+
+def arrow_problems(kind: str) -> list[str]:
+    """Each extra arrow starts on its start box's edge and ends on its end box's edge (the loaded weights: on the
+    left edge of the end box's N× frame)."""
+    d = DIAGRAMS[kind]
+    ax = plot_architecture(kind).axes[0]
+    heads = {t.get_gid()[5:]: t for t in ax.texts if (t.get_gid() or "").startswith("link:")}
+    paths = {line.get_gid()[5:]: line for line in ax.lines if (line.get_gid() or "").startswith("path:")}
+    boxes = {b.key: b for b in d.boxes}
+
+    def on_edge(point, edges, tol=0.02):
+        (x, y), (left, right, bottom, top) = point, edges
+        inside = left - tol <= x <= right + tol and bottom - tol <= y <= top + tol
+        deep = left + tol < x < right - tol and bottom + tol < y < top - tol
+        return inside and not deep
+
+    problems = []
+    for link in d.links:
+        name = f"{link.start}->{link.end}"
+        if name not in heads:
+            problems.append(f"{name}: not drawn")
+            continue
+        tail = tuple(paths[name].get_xydata()[0]) if name in paths else heads[name].xyann
+        if link.style == "weights":
+            frame = next(f for f in d.frames if f.column == boxes[link.end].column)
+            left, _, bottom, top = drawing._frame_edges(d, frame)
+            end = (left, left, bottom, top)  # the frame's left edge
+        else:
+            end = drawing._edges(d, boxes[link.end])
+        if not on_edge(tail, drawing._edges(d, boxes[link.start])):
+            problems.append(f"{name}: starts at {tail}, off {link.start!r}")
+        if not on_edge(heads[name].xy, end):
+            problems.append(f"{name}: ends at {heads[name].xy}, off {link.end!r}")
+    return problems
+
+
+# Part II's arrows, start -> end: tiled attention beside the attention, the tokenizer at both ends, the weights file
+PART_II_LINKS = {"gpt": {("tiled", "attn"), ("encode", "tokens"), ("softmax", "decode")},
+                 "modern": {("encode", "tokens"), ("softmax", "decode"), ("weights", "ffn")}}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_arrow_runs_from_its_start_box_to_its_end_box(kind):
+    assert PART_II_LINKS.get(kind, set()) <= {(link.start, link.end) for link in DIAGRAMS[kind].links}
+    assert arrow_problems(kind) == []
+
+
+def test_the_arrow_check_catches_a_reversed_link(monkeypatch):
+    """Planted: the tokenizer's arrow into the token ids reversed in the table, then every arrow drawn backwards."""
+    gpt = DIAGRAMS["gpt"]
+    reversed_links = tuple(Link("tokens", "encode") if (link.start, link.end) == ("encode", "tokens") else link
+                           for link in gpt.links)
+    assert PART_II_LINKS["gpt"] - {(link.start, link.end) for link in reversed_links} == {("encode", "tokens")}
+    original = drawing._arrow
+    monkeypatch.setattr(drawing, "_arrow", lambda ax, points, *args, **kw: original(ax, points[::-1], *args, **kw))
+    problems = arrow_problems("gpt")
+    assert len(problems) == 2 * len(gpt.links), problems
 
 
 @pytest.mark.parametrize("kind", KINDS)

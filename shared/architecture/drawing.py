@@ -58,13 +58,14 @@ def _badge(ax, x: float, top: float, notebook: str) -> None:
             bbox=dict(boxstyle="round,pad=0.2", facecolor=BADGE, edgecolor="none"), zorder=5)
 
 
-def _arrow(ax, points, color=LINE, both=False, dashed=False, lw=1.1) -> None:
-    """A polyline through `points` with a head at the end (and at the start when `both`)."""
+def _arrow(ax, points, color=LINE, both=False, dashed=False, lw=1.1, gid=None) -> None:
+    """A polyline through `points` with a head at the end (and at the start when `both`); a link's `gid` names its
+    head "link:START->END" and its polyline "path:START->END"."""
     style = "--" if dashed else "-"
     head = dict(color=color, lw=lw, linestyle=style, shrinkA=0, shrinkB=0, mutation_scale=11)
     if len(points) > 2:
-        ax.plot(*zip(*points[:-1]), style, color=color, lw=lw, zorder=1)
-    ax.annotate("", xy=points[-1], xytext=points[-2], zorder=2,
+        ax.plot(*zip(*points[:-1]), style, color=color, lw=lw, zorder=1, gid=gid and "path:" + gid)
+    ax.annotate("", xy=points[-1], xytext=points[-2], zorder=2, gid=gid and "link:" + gid,
                 arrowprops=dict(arrowstyle="<|-|>" if both and len(points) == 2 else "-|>", **head))
     if both and len(points) > 2:
         ax.annotate("", xy=points[0], xytext=points[1], zorder=2, arrowprops=dict(arrowstyle="-|>", **head))
@@ -133,27 +134,29 @@ def _draw_link(ax, d: Diagram, link: Link, shaded: set, shapes: bool) -> None:
     e_left, e_right, _, _ = _edges(d, end)
     y0, y1 = _y(start.row), _y(end.row)
     color = HIGHLIGHT_EDGE if shaded & set(link.parts or start.parts) else LINE
+    gid = f"{link.start}->{link.end}"
     if link.style == "memory":  # up out of the encoder, across, into the cross-attention's side
         x0, up, across = (s_left + s_right) / 2, s_top + FRAME_TOP + 0.25, e_left - 0.35
-        _arrow(ax, [(x0, s_top), (x0, up), (across, up), (across, y1 + 0.08), (e_left, y1 + 0.08)], color, lw=1.5)
+        _arrow(ax, [(x0, s_top), (x0, up), (across, up), (across, y1 + 0.08), (e_left, y1 + 0.08)], color, lw=1.5,
+               gid=gid)
         label = f"{link.label}\n{link.shape}" if shapes and link.shape else link.label
         ax.text((x0 + across) / 2 + 0.3, up + 0.05, label, ha="center", va="bottom", fontsize=SMALL_PT,
                 style="italic", color=color)
     elif link.style == "weights":  # dashed, into the N× frame around the end box: every block's weights
         x1 = min(_frame_edges(d, f)[0] for f in d.frames if f.column == end.column)
-        _arrow(ax, [(s_right, y0), (x1, y0)], color, dashed=True)
+        _arrow(ax, [(s_right, y0), (x1, y0)], color, dashed=True, gid=gid)
         ax.text(s_left + 0.05, y0 - BOX_H / 2 - 0.03, link.label, ha="left", va="top", fontsize=SMALL_PT,
                 style="italic", color=color)
     elif link.style == "tied":  # dashed, at the far right: the output layer reuses the embedding matrix
         rail = max(s_right, e_right) + FRAME_PAD + 0.55
-        _arrow(ax, [(s_right, y0), (rail, y0), (rail, y1), (e_right, y1)], color, both=True, dashed=True)
+        _arrow(ax, [(s_right, y0), (rail, y0), (rail, y1), (e_right, y1)], color, both=True, dashed=True, gid=gid)
         ax.text(rail + 0.13, (y0 + y1) / 2, link.label, rotation=90, ha="center", va="center", fontsize=SMALL_PT,
                 color=color)
     else:  # a side input, from the facing edges; it lands on the end box's half that faces the start
         rightward = e_left > s_right
         x0, x1 = (s_right, e_left) if rightward else (s_left, e_right)
         _arrow(ax, [(x0, y0), (x1, y1 + max(-0.1, min(0.1, y0 - y1)))], color, both=link.style == "both",
-               dashed=link.style == "same")
+               dashed=link.style == "same", gid=gid)
         if link.label:  # under the start box, at its outer end (its inner end carries the shape)
             ax.text(s_left + 0.05 if rightward else s_right - 0.05, y0 - BOX_H / 2 - 0.03, link.label,
                     ha="left" if rightward else "right", va="top", fontsize=SMALL_PT, style="italic", color=color)
