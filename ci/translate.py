@@ -27,8 +27,9 @@ translated here: ci/notebook_header.py generates them for the Chinese notebooks 
     python ci/translate.py skeleton solutions/01 --code   # the solutions notebook, and code cells with comments
     python ci/translate.py build                  # write notebooks/zh/ (cells, outputs and ids copied, no execution)
     python ci/translate.py check                  # list stale, missing and orphan blocks; exit 1 if any must be fixed
-    python ci/translate.py bump 05 c41 c45        # accept blocks for the English as it is now (prints the diff)
+    python ci/translate.py bump 05 2fec21a2       # accept blocks for the English as it is now (prints the diff)
     python ci/translate.py bump 13 --all-fresh    # store the English of a new translation's blocks
+    python ci/translate.py bump README.md data-and-files --was data   # a section whose heading (so id) changed
 
 The English each block was translated from is kept in translations/zh/.source/ (one JSON file per translation file,
 block id -> lines; see ci/edition/sources.py). `check` names, per translation file, every stale block: the English
@@ -40,9 +41,14 @@ accepted the build keeps the old translation of a markdown cell, and the English
 block with no stored English (a new translation: `skeleton` stores nothing for a todo block) is named `unrecorded`
 until `bump FILE --all-fresh` stores the English of every such block whose marker's hash is the English cell's
 (never one whose English changed: that needs `bump FILE ID`, which shows what changed); stored English with no
-translated block is named `unused`, and the same command drops it. The check also names every missing block (no
-block, or `todo`), every orphan (its cell id is gone from the English notebook), everything a translation loses of
-its English cell, and every Chinese file that differs from what `build` would write; any of these fails it.
+translated block is named `unused`, and the same command drops it. A block whose id changed (a section's heading,
+so its id, was edited, and the marker given the new id) is a block with no stored English beside an unused one:
+then `--all-fresh` adopts and drops nothing, and `bump FILE NEW --was OLD` shows the diff from the English stored
+under OLD, stores the English under NEW and drops OLD (`bump FILE --drop OLD` drops the stored English of a cell
+that is gone). Where no English is stored the check and bump say that no diff can be shown. The check also names
+every missing block (no block, or `todo`), every orphan (its cell id is gone from the English notebook), everything
+a translation loses of its English cell, and every Chinese file that differs from what `build` would write; any of
+these fails it.
 
 A translated markdown cell keeps every number, inline code span and link target of the English cell, and says
 every glossary term the English says in the glossary's Chinese (notebooks/glossary.md), with none of its words to
@@ -92,6 +98,7 @@ from edition.common import (  # noqa: E402
     translation_files,
 )
 from edition.skeleton import skeleton  # noqa: E402
+from edition.sources import StoreError  # noqa: E402
 
 
 def chinese_characters(text: str) -> int:
@@ -139,12 +146,27 @@ def main(argv: list[str] | None = None) -> int:
                                          "file's path")
     accept.add_argument("ids", nargs="*", help="the ids of the blocks to accept (as the check names them)")
     accept.add_argument("--all-fresh", action="store_true", help="also every translated block with no stored "
-                        "English whose marker's hash is the English cell's (a new translation)")
+                        "English whose marker's hash is the English cell's (a new translation); refused while the "
+                        "file stores English for a block it no longer has (a renamed block: use --was)")
+    accept.add_argument("--was", metavar="OLD", help="the one block named is block OLD renamed (a section whose "
+                        "heading changed): show the diff from OLD's stored English, store it under the new id")
+    accept.add_argument("--drop", metavar="OLD", nargs="+", default=[], help="drop the stored English of blocks "
+                        "whose cells are gone")
     args = parser.parse_args(argv)
+    try:
+        return run(parser, args)
+    except StoreError as error:  # the stored English of a file is corrupt (a merge conflict): no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Do what the command line `args` asks; the exit status."""
     if args.command == "bump":
-        if not args.ids and not args.all_fresh:
-            parser.error("bump: name the blocks to accept, or --all-fresh")
-        print("\n".join(bump(resolve_target(args.notebook), args.ids, args.all_fresh)))
+        if not args.ids and not args.all_fresh and not args.drop:
+            parser.error("bump: name the blocks to accept, or --all-fresh, or --drop OLD")
+        print("\n".join(bump(resolve_target(args.notebook), args.ids, args.all_fresh, was=args.was,
+                             drop=args.drop)))
         print("then run: python ci/translate.py build && python ci/translate.py check")
         return 0
     if args.command == "build":

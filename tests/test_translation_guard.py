@@ -3,7 +3,7 @@
 - Numbers, inline code spans and link targets of the English cell, in the translation (links as the build rewrites
   them).
 - Glossary terms: each term the English says, as often, in the glossary's Chinese; none of the words to avoid,
-  anywhere in the Chinese edition (prose and code comments).
+  anywhere in the Chinese edition (prose, code comments and translated docstrings).
 - A guard-skip line exempts one item in one cell, says why, and must be used.
 """
 
@@ -229,9 +229,14 @@ def without_exempted(text):
     return prose
 
 
+def _comments_and_docstrings(code):
+    """What a reader reads in a code cell: its comments and its docstrings' text."""
+    return guard.comments(code, with_docstrings=True)
+
+
 def chinese_cells():
     """(Chinese file, cell id, the English text, the Chinese text) for every cell of every Chinese notebook (prose
-    of markdown cells, comments of code cells) and the whole of each Chinese document."""
+    of markdown cells, comments and docstrings of code cells) and the whole of each Chinese document."""
     for built in sorted(common.zh_folder_files(ROOT)) + [ROOT / "README.zh.md"]:
         english = next(e for e in common.english_notebooks() + common.english_documents()
                        if common.built_for(e) == built)
@@ -242,7 +247,7 @@ def chinese_cells():
             continue
         cells = {cell["id"]: cell for cell in load(english)["cells"]}
         for cell in load(built)["cells"]:
-            text = guard.prose if cell["cell_type"] == "markdown" else guard.comments
+            text = guard.prose if cell["cell_type"] == "markdown" else _comments_and_docstrings
             yield built, cell["id"], text(common.source(cells[cell["id"]])), text(common.source(cell))
 
 
@@ -250,3 +255,10 @@ def test_no_chinese_notebook_or_document_uses_a_word_to_avoid():
     found = [f"{rel(built)} {cell_id}: {message}" for built, cell_id, english, chinese in chinese_cells()
              for _, message in guard.avoid_problems(english, chinese, *GLOSSARY)]
     assert not found, "\n".join(found)
+
+
+def test_a_word_to_avoid_in_a_translated_docstring_is_found():
+    code = 'def f(x):\n    """用可学习的位置编码。"""\n    return x  # 返回 x\n'
+    assert "返回 x" in _comments_and_docstrings(code)
+    found = [word for word, _ in guard.avoid_problems("", _comments_and_docstrings(code), *GLOSSARY)]
+    assert found == ["可学习的位置编码"]

@@ -10,6 +10,7 @@ only flagged, and only the bump command accepts it.
 """
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -63,6 +64,18 @@ def edited_copy(tmp_path, english, said, edit):
     return root, path, baseline, found[0]
 
 
+def block_range(translation, cell_id):
+    """'first-last': the translation file's lines from a block's marker to its last line of text, counted from the
+    file's text here (not from the parser the check uses)."""
+    text = translation.read_text(encoding="utf-8").splitlines()
+    first = next(n for n, line in enumerate(text, 1) if line.startswith(f"<!-- cell {cell_id} | en "))
+    following = next((n for n, line in enumerate(text, 1) if n > first
+                      and re.match(r"<!-- (cell|code|extra) \S+( \| en [0-9a-f]{12}( \| todo)?)? -->$", line)),
+                     len(text) + 1)
+    last = max(n for n in range(first, following) if text[n - 1].strip())
+    return f"{first}-{last}"
+
+
 @pytest.mark.parametrize("case", [SWAP, BEFORE], ids=["keys-queries-swap", "after-before"])
 def test_an_english_change_that_keeps_every_term_is_shown_and_only_bump_accepts_it(tmp_path, case):
     english, said, edit, words = case
@@ -75,6 +88,9 @@ def test_an_english_change_that_keeps_every_term_is_shown_and_only_bump_accepts_
     assert any(line.strip().startswith("words:") and words in line for line in lines), output
     command = f"python ci/translate.py bump {sources.command_name(path, root)} {cell_id}"
     assert command in output, output
+    translation = common.translation_for(path, root)
+    revisit = f"revisit the Chinese at {common.rel(translation, root)}:{block_range(translation, cell_id)}, then"
+    assert revisit in output, output  # 05's 2fec21a2: lines 349-356 of translations/zh/05_transformer_block.md
 
     assert hand_bump(root, path) == 1  # the marker says the new hash; nothing else changed
     lines, failed = check.check(root)
@@ -103,6 +119,120 @@ def test_a_bump_changes_the_marker_line_only(tmp_path):
     assert len(before.splitlines()) == len(after.splitlines())
     with pytest.raises(SystemExit, match="no block for cell nope"):
         bump.bump(path, ["nope"], root=root)
+
+
+# ------------------------------------------------------------------------------------------------ renamed blocks
+
+
+def renamed_copy(tmp_path, hash_typed):
+    """A copy where README's section that says 'after the session' says 'before', under a changed heading (so a new
+    block id), and the translator renamed the block's marker to the new id (with the new hash typed in, or the old
+    one kept): (root, README's path, the check's lines before the edit, the old id, the new id)."""
+    root, path, baseline, old_id = edited_copy(tmp_path, *BEFORE[:3])
+    heading = common.source(next(c for c in common.load_english(path)["cells"] if c["id"] == old_id)).splitlines()[0]
+    renamed = heading.replace("teaching", "teaching a class")
+    assert renamed != heading
+    path.write_text(path.read_text(encoding="utf-8").replace(heading + "\n", renamed + "\n", 1), encoding="utf-8")
+    new_id = common.slug(renamed)
+    now = next(c for c in common.load_english(path)["cells"] if c["id"] == new_id)
+    translation = common.translation_for(path, root)
+    text = translation.read_text(encoding="utf-8")
+    block = next(b for b in common.parse(text) if b.cell_id == old_id)
+    marker = f"<!-- cell {old_id} | en {block.en} -->"
+    en = common.cell_hash(common.source(now)) if hash_typed else block.en
+    translation.write_text(text.replace(marker, f"<!-- cell {new_id} | en {en} -->"), encoding="utf-8")
+    build.build(root)
+    return root, path, baseline, old_id, new_id
+
+
+@pytest.mark.parametrize("hash_typed", [True, False], ids=["new-hash-typed", "old-hash-kept"])
+def test_a_renamed_block_is_never_adopted_without_its_diff(tmp_path, hash_typed):
+    root, path, baseline, old_id, new_id = renamed_copy(tmp_path, hash_typed)
+    translation = common.translation_for(path, root)
+    store = sources.store_path(translation, root)
+    before = store.read_text(encoding="utf-8")
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    was = f"python ci/translate.py bump README.md {new_id} --was {old_id}"
+    assert failed and was in output and any(line.startswith(f"  unused   {old_id}:") for line in lines), output
+    assert any(line.startswith("translations/zh/README.md (README.md): ") and "1 unused" in line for line in lines)
+    if hash_typed:
+        assert f"unrecorded 1 translated block(s) whose English source is not stored yet ({new_id})" in output
+    else:  # stale, with no English stored under its id: no empty -> new diff that looks like a change shown
+        assert any(line.startswith(f"  stale    {new_id}:") for line in lines), output
+        assert sources.NO_DIFF in output and "+++ the English now" not in output, output
+    assert "--all-fresh" not in output, output
+
+    for refused in (lambda: bump.bump(path, [], all_fresh=True, root=root),
+                    lambda: bump.bump(path, [new_id], root=root),
+                    lambda: bump.bump(path, [new_id], all_fresh=True, root=root)):
+        with pytest.raises(SystemExit, match=f"may have been renamed.*{re.escape(was)}"):
+            refused()
+        assert store.read_text(encoding="utf-8") == before  # nothing adopted, nothing dropped
+
+    said = bump.bump(path, [new_id], root=root, was=old_id)
+    assert any(line.strip().startswith("words:") and BEFORE[3] in line for line in said), said
+    assert any(line.strip().startswith("-") and "teaching with them" in line for line in said), said
+    stored = sources.load(translation, root)
+    assert old_id not in stored and BEFORE[2] in " ".join(stored[new_id].split())
+    build.build(root)
+    assert check.check(root)[0] == baseline
+
+
+def test_was_and_drop_refuse_what_they_cannot_do(tmp_path):
+    root, path, _, old_id, new_id = renamed_copy(tmp_path, True)
+    translation = common.translation_for(path, root)
+    stored = sources.load(translation, root)
+    other = next(i for i in stored if i != old_id)
+    for kwargs, message in [
+        (dict(ids=[new_id], was="nope"), "no English is stored for nope"),
+        (dict(ids=[new_id], was=other), f"block {other} is still in the file"),
+        (dict(ids=[other], was=old_id), f"block {other} has stored English already"),
+        (dict(ids=[new_id, other], was=old_id), "goes with one block id"),
+        (dict(ids=[], drop=[other]), f"block {other} is translated"),
+        (dict(ids=["mainland-china"]), "extra blocks are never stale and never bumped"),
+    ]:
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            bump.bump(path, root=root, **kwargs)
+    assert sources.load(translation, root) == stored
+    bump.bump(path, [], drop=[old_id], root=root)  # the old cell is gone and the new block is another cell
+    bump.bump(path, [], all_fresh=True, root=root)
+    assert set(sources.load(translation, root)) == set(stored) - {old_id} | {new_id}
+
+
+# ------------------------------------------------------------------------------------------------- a corrupt store
+
+
+@pytest.mark.parametrize("corrupt, message", ids=["truncated", "merge-conflict", "not-str", "not-an-object"],
+                         argvalues=[
+    (lambda text: text[: len(text) // 2], "not valid JSON (line "),
+    (lambda text: text.replace('\n "', '\n<<<<<<< HEAD\n "', 1).replace('\n ]', '\n=======\n ]\n>>>>>>> x', 1),
+     "git merge conflict markers"),
+    (lambda text: text.replace('  "', "  3, \"", 1), "expected a list of lines (str), got a list with int"),
+    (lambda text: "[]\n", "expected a JSON object of block id -> list of lines, got a list"),
+])
+def test_a_corrupt_store_is_named_with_what_to_do(tmp_path, corrupt, message):
+    root = copy_of_the_edition(tmp_path)
+    translation = common.translation_for(root / rel(PILOT), root)
+    store = sources.store_path(translation, root)
+    store.write_text(corrupt(store.read_text(encoding="utf-8")), encoding="utf-8")
+    name = "translations/zh/.source/solutions/01_solutions.json"
+    with pytest.raises(sources.StoreError, match=re.escape(message)) as raised:
+        sources.load(translation, root)
+    assert str(raised.value).startswith(f"{name}: ") and f"git checkout -- {name}" in str(raised.value)
+    lines, failed = check.check(root)  # the check names it and goes on
+    assert failed and any(name in line and message in line for line in lines), "\n".join(lines)
+
+
+def test_the_command_line_reports_a_corrupt_store_without_a_traceback(monkeypatch, capsys):
+    import translate
+
+    def corrupt(*args, **kwargs):
+        raise sources.StoreError("translations/zh/.source/x.json: not valid JSON")
+
+    monkeypatch.setattr(translate, "build", corrupt)
+    assert translate.main(["build"]) == 2
+    assert capsys.readouterr().err == "error: translations/zh/.source/x.json: not valid JSON\n"
 
 
 # --------------------------------------------------------------------------------------------- new translations
@@ -204,19 +334,64 @@ def test_a_translated_docstring_passes():
     assert guard.code_difference(STUB, TRANSLATED) is None and guard.same_code(STUB, TRANSLATED)
 
 
+def review_problems(english, chinese):
+    """What the check says of a code block `chinese` for the English code cell `english` (after a setup cell)."""
+    nb = {"cells": [{"cell_type": "code", "id": "stub", "metadata": {}, "source": common.lines("import x\n")},
+                    {"cell_type": "code", "id": "c1", "metadata": {}, "source": common.lines(english)}]}
+    return check.review(nb, [common.Block("code", "c1", common.cell_hash(english), chinese)], GLOSSARY).problems
+
+
+BEYOND = "the code differs from the English beyond its comments and docstrings: "
+
+
 @pytest.mark.parametrize("planted, message", [
-    (TRANSLATED.replace('name = "block"', 'name = "块"'), "a string literal changed, English '\"block\"'"),
-    (TRANSLATED.replace("def layer_norm", "def layernorm"), "a name changed, English 'layer_norm'"),
+    (TRANSLATED.replace('name = "block"', 'name = "块"'),
+     BEYOND + "line 9: a string literal changed, English '\"block\"', translation '\"块\"'"),
+    (TRANSLATED.replace("def layer_norm", "def layernorm"), BEYOND + "line 1: a name changed, English 'layer_norm'"),
     (TRANSLATED.replace("raise NotImplementedError", '"""再一个字符串。"""\n    raise NotImplementedError'),
-     "beyond its comments and docstrings"),
-    (TRANSLATED.replace('"一层。"\n', '"一层。"\n    x = 1\n'), "beyond its comments and docstrings"),
+     BEYOND + "line 3 of the translation adds code the English does not have (after the English's line 2): "
+              "'\"\"\"再一个字符串。\"\"\"'"),
+    (TRANSLATED.replace('"一层。"\n', '"一层。"\n    x = 1\n'),
+     BEYOND + "line 8 of the translation adds code the English does not have (after the English's line 7): 'x = 1'"),
+    (TRANSLATED.replace('    name = "block"\n', ""),
+     BEYOND + "the translation leaves out the English's line 9 (after its own line 7): 'name = \"block\"'"),
+    (TRANSLATED.replace('"""\n    raise', '\n    x = 1"""\n    raise').replace("    name =", "    label ="),
+     BEYOND + "line 10 (the English's line 9): a name changed, English 'name', translation 'label'"),
+    (TRANSLATED.replace("# 在这里写你的代码", "在这里写你的代码"),
+     "the translation is not valid Python, though the English is: line 3 of the code: invalid syntax"),
+    (TRANSLATED.replace('归一化。"""', '归一化。""'),
+     "the translation is not valid Python, though the English is: line 2 of the code: unterminated triple-quoted"),
 ])
 def test_a_code_block_that_changes_more_than_docstrings_fails_with_a_clear_message(planted, message):
     difference = guard.code_difference(STUB, planted)
-    assert difference and message in difference, difference
-    nb = {"cells": [{"cell_type": "code", "id": "stub", "metadata": {}, "source": common.lines("import x\n")},
-                    {"cell_type": "code", "id": "c1", "metadata": {}, "source": common.lines(STUB)}]}
-    blocks = [common.Block("code", "c1", common.cell_hash(STUB), planted)]
-    assert check.review(nb, blocks, GLOSSARY).problems == [("c1", difference)]
-    blocks = [common.Block("code", "c1", common.cell_hash(STUB), TRANSLATED)]
-    assert check.review(nb, blocks, GLOSSARY).problems == []
+    assert difference and difference.startswith(message), difference
+    assert review_problems(STUB, planted) == [("c1", difference)]
+    assert review_problems(STUB, TRANSLATED) == []
+
+
+# A code cell whose strings are not all docstrings: its first string and its last are output (a notebook shows a
+# cell's last expression), and a def's second string is a plain statement; only the def's first string is prose.
+CELL = textwrap.dedent('''\
+    """Notes on this cell."""
+    x = 3
+
+
+    def f():
+        """Say done."""
+        "a second string"
+        return x
+
+
+    "done"
+    ''')
+
+
+def test_only_a_def_or_class_first_string_is_a_docstring():
+    assert guard.code_difference(CELL, CELL.replace('"""Say done."""', '"""说完成。"""')) is None
+    assert guard.docstrings(CELL) == "Say done."
+    for english, chinese, line in [('"done"', '"完成"', 11), ('"a second string"', '"第二个字符串"', 7),
+                                   ('"""Notes on this cell."""', '"""这个单元格的说明。"""', 1)]:
+        difference = guard.code_difference(CELL, CELL.replace(english, chinese))
+        assert difference == f"{BEYOND}line {line}: a string literal changed, English {english!r}, " \
+                             f"translation {chinese!r}", difference
+        assert review_problems(CELL, CELL.replace(english, chinese)) == [("c1", difference)]

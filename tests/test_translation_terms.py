@@ -8,7 +8,8 @@
   可学习的位置编码, 可学习位置 or a bare 可学习的位置.
 A gloss in brackets is never inside another bracket (（…（English）…）).
 The words are looked for in each translation file's markdown (without code, math and links: guard.prose), and n 元组
-and the learned-position names in its code blocks' comments too (a comment may name the attribute `dropout`).
+and the learned-position names in its code blocks' comments and translated docstrings too (a comment may name the
+attribute `dropout`).
 """
 
 import re
@@ -25,13 +26,13 @@ LEARNED_POSITION = re.compile(r"可学习的?\s*位置(?!\s*嵌入|\s*表)")
 
 
 def texts(translation, comments=True):
-    """(cell id, what a reader reads) for every translated block: the prose of a markdown block, the comments of a
-    code block (unless `comments` is False); a todo block is still English and is left out."""
+    """(cell id, what a reader reads) for every translated block: the prose of a markdown block, the comments and
+    docstrings of a code block (unless `comments` is False); a todo block is still English and is left out."""
     for block in common.parse(translation.read_text(encoding="utf-8"), translation.name):
         if block.todo or (block.kind == "code" and not comments):
             continue
         if block.kind == "code":
-            yield block.cell_id, guard.comments(block.text)
+            yield block.cell_id, guard.comments(block.text, with_docstrings=True)
         else:  # a word a guard-skip line exempts is named, not used (the glossary's table of words to avoid)
             skipped, _ = guard.exemptions(block.text)
             prose = guard.prose(common.published(block.text))
@@ -145,3 +146,13 @@ def test_the_tests_fail_on_the_old_text_of_notebook_08(tmp_path):
     for path, failing in ((copy, True), (source, False)):
         prose = "\n".join(text for _, text in texts(path, comments=False))
         assert bool(n_tuples(prose)) is bool(bare_dropouts(prose)) is bool(learned_position_names(prose)) is failing
+
+
+def test_the_rules_read_translated_docstrings(tmp_path):
+    """A translated docstring is prose a reader reads: a word the rules reject there fails as in a comment."""
+    translation = tmp_path / "99_x.md"
+    code = 'def f(x):\n    """返回 x 的 n 元组和可学习的位置编码。"""\n    return x  # 注释\n'
+    translation.write_text(f"<!-- code c1 | en 000000000000 -->\n```python\n{code}```\n", encoding="utf-8")
+    [(cell_id, text)] = texts(translation)
+    assert cell_id == "c1" and "# 注释" in text
+    assert n_tuples(text) == ["n 元组"] and learned_position_names(text) == ["可学习的位置"]

@@ -46,6 +46,7 @@ class Report:
     diffs: dict[str, list[str]] = field(default_factory=dict)  # cell id -> the English diff, old -> new
     unrecorded: list[str] = field(default_factory=list)  # translated blocks whose English source is not stored
     unused: list[str] = field(default_factory=list)  # stored English sources with no translated block
+    unstored: list[str] = field(default_factory=list)  # stale blocks with no stored English (no diff to show)
     block_lines: dict[str, tuple[int, int]] = field(default_factory=dict)  # cell id -> its lines in the file
     command: str = "python ci/translate.py bump FILE"  # the bump command for this file, without ids
     missing: list[tuple[str, str]] = field(default_factory=list)  # (cell id, why)
@@ -62,21 +63,28 @@ class Report:
     def lines(self) -> list[str]:
         counts = (f"{len(self.stale)} stale, {len(self.missing)} missing, {len(self.orphan)} orphan, "
                   f"{len(self.problems)} other problems" + (f", {len(self.unrecorded)} unrecorded" if self.unrecorded
-                                                            else ""))
+                                                            else "")
+                  + (f", {len(self.unused)} unused" if self.unused else ""))
         out = [f"{self.translation} ({self.english}): {counts}"]
+        new = self.unstored + self.unrecorded  # blocks with no stored English: one may be an unused id renamed
+        renamed = (f"a block may have been renamed (a changed heading changes a section's id): if {new[0]} is "
+                   f"{self.unused[0]} renamed, run {self.command} {new[0]} --was {self.unused[0]} (it shows what "
+                   f"changed); if {' and '.join(self.unused)} belong to cells that are gone: {self.command} --drop "
+                   f"{' '.join(self.unused)}") if new and self.unused else ""
         for i, why in self.stale:
             first, last = self.block_lines.get(i, (0, 0))
             out.append(f"  stale    {i}: {why}")
             out += [f"      {line}" for line in self.diffs.get(i, [])]
             where = f"{self.translation}:{first}-{last}" if first else self.translation
-            out.append(f"    revisit the Chinese at {where}, then accept the new English: {self.command} {i}")
+            accept = renamed if i in self.unstored and renamed else f"accept the new English: {self.command} {i}"
+            out.append(f"    revisit the Chinese at {where}, then {accept}")
         if self.unrecorded:
             shown = ", ".join(self.unrecorded[:8]) + (", ..." if len(self.unrecorded) > 8 else "")
             out.append(f"  unrecorded {len(self.unrecorded)} translated block(s) whose English source is not stored "
-                       f"yet ({shown}): if each translates the English cell as it is now, run: "
-                       f"{self.command} --all-fresh")
-        out += [f"  unused   {i}: an English source is stored for a block the file does not translate; run: "
-                f"{self.command} --all-fresh (it drops it)" for i in self.unused]
+                       f"yet ({shown}): " + (renamed or f"if each translates the English cell as it is now, run: "
+                                                        f"{self.command} --all-fresh"))
+        out += [f"  unused   {i}: an English source is stored for a block the file does not translate; "
+                + (renamed or f"run: {self.command} --all-fresh (it drops it)") for i in self.unused]
         out += [f"  missing  {i}: {why}" for i, why in self.missing]
         out += [f"  orphan   {i}: {why}" for i, why in self.orphan]
         out += [f"  problem  {i}: {why}" for i, why in self.problems]
@@ -118,9 +126,11 @@ def review(nb: dict, blocks: list[Block], glossary_rows=None, links: Links | Non
                 continue
             report.stale.append((block.cell_id, _why_stale(block, source(cell), stored)))
             report.block_lines[block.cell_id] = block.lines
-            if stored is not None and block.cell_id in stored:
+            if stored is not None:
                 report.diffs[block.cell_id] = sources.english_diff(
                     stored.get(block.cell_id), source(cell), "the English it was translated from", "the English now")
+                if block.cell_id not in stored:
+                    report.unstored.append(block.cell_id)
             continue
         elif block.kind == "code":
             difference = guard.code_difference(source(cell), block.text)
@@ -175,8 +185,13 @@ def check(root: pathlib.Path = ROOT) -> tuple[list[str], bool]:
             lines.append(f"{rel(translation, root)}: no English file {rel(english, root)} (orphan file)")
             failed = True
             continue
-        report = file_report(english, root, glossary_rows)
         expected.add(built_for(english, root))
+        try:
+            report = file_report(english, root, glossary_rows)
+        except sources.StoreError as error:  # a merge conflict in the stored English: say so, check the rest
+            lines.append(f"{rel(translation, root)}: its stored English cannot be read: {error}")
+            failed = True
+            continue
         lines += report.lines()
         failed |= report.failed
     for stray in zh_folder_files(root):

@@ -15,6 +15,7 @@ line of its own, which the build drops and the check holds to the problems it na
 from __future__ import annotations
 
 import ast
+import difflib
 import io
 import re
 import tokenize
@@ -26,8 +27,8 @@ from edition.terms import chinese_forms, term_forms
 # ------------------------------------------------------------------------------------------------------ code
 
 
-def _tokens(code: str, keep_comments: bool = False, docstrings: bool = False) -> list[tuple[int, str]] | None:
-    """Python's token stream of `code` as (type, string), without comments and line breaks inside statements
+def _tokens(code: str, keep_comments: bool = False, docstrings: bool = False) -> list[tuple[int, str, int]] | None:
+    """Python's token stream of `code` as (type, string, line), without comments and line breaks inside statements
     (NL), and with `docstrings` each docstring's text as '<docstring>'; None if it does not tokenize as Python
     (IPython magics, shell escapes)."""
     try:
@@ -44,52 +45,96 @@ def _tokens(code: str, keep_comments: bool = False, docstrings: bool = False) ->
         if t.type in dropped:
             continue
         if t.type == tokenize.STRING and any(start <= t.start and t.end <= end for start, end in spans):
-            if out[-1:] != [(tokenize.STRING, "<docstring>")]:  # "a" "b" as one docstring
-                out.append((tokenize.STRING, "<docstring>"))
+            if out[-1:] and out[-1][:2] == (tokenize.STRING, "<docstring>"):  # "a" "b" as one docstring
+                continue
+            out.append((tokenize.STRING, "<docstring>", t.start[0]))
             continue
-        out.append((t.type, "" if t.type in layout else t.string))
+        out.append((t.type, "" if t.type in layout else t.string, t.start[0]))
     return out
 
 
-def _docstring_spans(code: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The (start, end) positions of the docstrings of the functions and classes of `code`: the first statement of
-    a def or class body when it is a string (what help() shows); [] if it does not parse."""
+def _docstring_nodes(code: str) -> list[ast.Expr]:
+    """The docstrings of the functions and classes of `code`, as statements: the first statement of a def or class
+    body when it is a string (what help() shows); a module's first string is not one (a cell's string is output).
+    [] if it does not parse."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
         return []
-    spans = []
+    found = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
             if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
                     and isinstance(first.value.value, str)):
-                spans.append(((first.lineno, first.col_offset), (first.end_lineno, first.end_col_offset)))
-    return spans
+                found.append(first)
+    return found
+
+
+def _docstring_spans(code: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The (start, end) positions of the docstrings of the functions and classes of `code` (_docstring_nodes)."""
+    return [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in _docstring_nodes(code)]
+
+
+def _syntax_error(code: str) -> SyntaxError | None:
+    """Python's SyntaxError for `code`, or None if it parses."""
+    try:
+        ast.parse(code)
+    except SyntaxError as error:
+        return error
+    return None
 
 
 def code_difference(english: str, chinese: str) -> str | None:
-    """None if a code block keeps its English code cell, else what it changes. It may change comments and the text
-    of docstrings (the first string of a def or class body), nothing else: code, other strings and names stay
-    identical (Python's tokenizer and ast decide); code that does not tokenize (a magic) must be identical."""
+    """None if a code block keeps its English code cell, else what it changes and at which line. It may change
+    comments and the text of docstrings (the first string of a def or class body), nothing else: code, other
+    strings (a cell's last string is its output) and names stay identical (Python's tokenizer and ast decide);
+    code that does not parse as Python (a magic) must be identical."""
     if english == chinese:
         return None
+    error = _syntax_error(chinese)
+    if error is not None and _syntax_error(english) is None:
+        return (f"the translation is not valid Python, though the English is: line {error.lineno} of the code: "
+                f"{error.msg}")
     a, b = _tokens(english, docstrings=True), _tokens(chinese, docstrings=True)
     if a is None or b is None:
         return "the code differs from the English (it is not plain Python, so it must stay identical)"
-    if a == b:
+    ka, kb = [t[:2] for t in a], [t[:2] for t in b]
+    if ka == kb:
         return None
-    index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    x, y = (a[index] if index < len(a) else None), (b[index] if index < len(b) else None)
-    kind = {tokenize.STRING: "a string literal", tokenize.NAME: "a name"}.get((x or y)[0], "the code")
-    if "<docstring>" in (x and x[1], y and y[1]):
+    matcher = difflib.SequenceMatcher(None, ka, kb, autojunk=False)
+    op, i1, i2, j1, j2 = next(o for o in matcher.get_opcodes() if o[0] != "equal")
+    said = "the code differs from the English beyond its comments and docstrings: "
+    if op == "insert":
+        return (f"{said}line {_line(b, j1, j2)} of the translation adds code the English does not have (after the "
+                f"English's line {_line(a, i1 - 1)}): {_code_of(b[j1:j2])!r}")
+    if op == "delete":
+        return (f"{said}the translation leaves out the English's line {_line(a, i1, i2)} (after its own line "
+                f"{_line(b, j1 - 1)}): {_code_of(a[i1:i2])!r}")
+    x, y = a[i1], b[j1]
+    kind = {tokenize.STRING: "a string literal", tokenize.NAME: "a name"}.get(x[0], "the code")
+    if "<docstring>" in (x[1], y[1]):
         kind = "a docstring's place (only the text of a def's or class's first string may change)"
-    return (f"the code differs from the English beyond its comments and docstrings: {kind} changed, English "
-            f"{_shown(x)}, translation {_shown(y)}")
+    where = f"line {y[2]}" + (f" (the English's line {x[2]})" if x[2] != y[2] else "")
+    return f"{said}{where}: {kind} changed, English {_shown(x)}, translation {_shown(y)}"
 
 
-def _shown(token: tuple[int, str] | None) -> str:
-    return "the end of the code" if token is None else repr(token[1]) if token[1] else tokenize.tok_name[token[0]]
+def _line(tokens: list[tuple[int, str, int]], index: int, end: int | None = None) -> int:
+    """The line of tokens[index] (clamped to the stream; 1 for an empty one), or with `end` the line of the first
+    token of tokens[index:end] that is not layout (a line break, an indent)."""
+    shown = [t for t in tokens[index:end] if t[1]] if end is not None else []
+    if shown:
+        return shown[0][2]
+    return tokens[min(max(index, 0), len(tokens) - 1)][2] if tokens else 1
+
+
+def _code_of(tokens: list[tuple[int, str, int]]) -> str:
+    """Tokens as a reader would quote them: their strings joined by spaces, layout tokens left out."""
+    return " ".join(t[1] for t in tokens if t[1]) or "a line break"
+
+
+def _shown(token: tuple[int, str, int]) -> str:
+    return repr(token[1]) if token[1] else tokenize.tok_name[token[0]]
 
 
 def same_code(english: str, chinese: str) -> bool:
@@ -99,21 +144,29 @@ def same_code(english: str, chinese: str) -> bool:
 
 def has_docstring(code: str) -> bool:
     """True if Python code defines a function or class with a docstring (`skeleton --code` offers it too)."""
-    return bool(_docstring_spans(code))
+    return bool(_docstring_nodes(code))
 
 
 def has_comment(code: str) -> bool:
     """True if Python code holds a comment (what `skeleton --code` offers for translation)."""
     tokens = _tokens(code, keep_comments=True)
-    return tokens is not None and any(kind == tokenize.COMMENT for kind, _ in tokens)
+    return tokens is not None and any(t[0] == tokenize.COMMENT for t in tokens)
 
 
-def comments(code: str) -> str:
-    """The comments of Python code, one a line (all of it where it does not tokenize: a shell escape, a magic)."""
+def docstrings(code: str) -> str:
+    """The text of the docstrings of Python code's functions and classes, one after another ('' if it does not
+    parse)."""
+    return "\n".join(node.value.value for node in _docstring_nodes(code))
+
+
+def comments(code: str, with_docstrings: bool = False) -> str:
+    """The comments of Python code, one a line (all of it where it does not tokenize: a shell escape, a magic); with
+    `with_docstrings`, its docstrings' text after them: all the prose a translated code block may hold."""
     tokens = _tokens(code, keep_comments=True)
     if tokens is None:
         return code
-    return "\n".join(text for kind, text in tokens if kind == tokenize.COMMENT)
+    found = [text for kind, text, _ in tokens if kind == tokenize.COMMENT]
+    return "\n".join(found + ([docstrings(code)] if with_docstrings else []))
 
 
 # ------------------------------------------------------------------------------------- numbers, code and links

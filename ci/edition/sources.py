@@ -5,8 +5,9 @@ is kept beside its translation file, in translations/zh/.source/ under the trans
 (`.source/05_transformer_block.json`, `.source/solutions/05_solutions.json`, `.source/README.json`):
 
     {
-     "c41": [
-      "2. **cross-attention**: queries from the target, keys and values from ...\\n",
+     "2fec21a2": [
+      "## 6. The Post-LN decoder layer\\n",
+      "\\n",
       "..."
      ]
     }
@@ -18,6 +19,9 @@ of cell order and of who wrote it; and a list of lines (not one string with \\n 
 
 Only the deliberate command writes it (`python ci/translate.py bump FILE ID ...`, which prints the diff first, or
 `bump FILE --all-fresh` for blocks that have no stored English yet); `skeleton` stores nothing for a todo block.
+A block whose id changed (a README heading, a section's id, was edited) is accepted with `bump FILE NEW --was OLD`,
+which shows the diff from the English stored under OLD; `--all-fresh` adopts nothing in a file that still stores
+English for a block it no longer has, since the new id with no stored English may be that block renamed.
 """
 
 from __future__ import annotations
@@ -43,15 +47,37 @@ def store_path(translation: pathlib.Path, root: pathlib.Path = ROOT) -> pathlib.
     return folder / STORE / translation.relative_to(folder).with_suffix(".json")
 
 
+class StoreError(ValueError):
+    """A store file that is not what `save` writes (a merge conflict, a hand edit, a truncated write)."""
+
+
 def load(translation: pathlib.Path, root: pathlib.Path = ROOT) -> dict[str, str]:
-    """The stored English of `translation`'s blocks, block id -> source text ({} when nothing is stored yet)."""
+    """The stored English of `translation`'s blocks, block id -> source text ({} when nothing is stored yet);
+    StoreError naming the file if it is not a JSON object of block id -> list of str."""
     path = store_path(translation, root)
     if not path.exists():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
-        raise ValueError(f"{rel(path, root)}: expected a JSON object of block id -> list of lines")
-    return {cell_id: "".join(text) for cell_id, text in data.items()}
+    name = rel(path, root)
+    text = path.read_text(encoding="utf-8")
+    restore = (f"restore it with `git checkout -- {name}` (or from the commit you want), then run "
+               "python ci/translate.py check")
+    if re.search(r"^(<{7}|={7}|>{7})( |$)", text, flags=re.MULTILINE):
+        raise StoreError(f"{name}: holds git merge conflict markers (<<<<<<< ======= >>>>>>>): resolve the merge "
+                         f"conflict by keeping one version of each block's lines, or {restore}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise StoreError(f"{name}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); after "
+                         f"a merge conflict or an interrupted edit, {restore}") from None
+    if not isinstance(data, dict):
+        raise StoreError(f"{name}: expected a JSON object of block id -> list of lines, got a "
+                         f"{type(data).__name__}; {restore}")
+    for cell_id, text_lines in data.items():
+        if not isinstance(text_lines, list) or not all(isinstance(line, str) for line in text_lines):
+            got = type(text_lines).__name__ if not isinstance(text_lines, list) else "a list with " + ", ".join(
+                sorted({type(line).__name__ for line in text_lines if not isinstance(line, str)}))
+            raise StoreError(f"{name}: block {cell_id!r}: expected a list of lines (str), got {got}; {restore}")
+    return {cell_id: "".join(text_lines) for cell_id, text_lines in data.items()}
 
 
 def dumps(store: dict[str, str]) -> str:
@@ -103,11 +129,16 @@ def word_marks(old: str, new: str) -> str:
     return "".join(out)
 
 
+NO_DIFF = "no stored English: no diff can be shown (read the whole English cell against the Chinese)"
+
+
 def english_diff(old: str | None, new: str, old_name: str, new_name: str) -> list[str]:
-    """A unified diff of a block's English, old -> new (no old: the whole new text as added), and under it each run
-    of changed lines marked word by word as one line (`words: ...`), so that re-wrapped lines show only the words
-    that changed."""
-    before, after = (old or "").splitlines(), new.splitlines()
+    """A unified diff of a block's English, old -> new, and under it each run of changed lines marked word by word as
+    one line (`words: ...`), so that re-wrapped lines show only the words that changed; with no old English (None),
+    one line that says no diff can be shown (an empty -> new diff would look like a change that was read)."""
+    if old is None:
+        return [NO_DIFF]
+    before, after = old.splitlines(), new.splitlines()
     out = list(difflib.unified_diff(before, after, old_name, new_name, n=1, lineterm=""))
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
