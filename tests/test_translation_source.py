@@ -9,7 +9,9 @@ only flagged, and only the bump command accepts it.
 - A code block may translate docstrings, and nothing else of the code.
 """
 
+import errno
 import json
+import pathlib
 import re
 import textwrap
 
@@ -90,7 +92,7 @@ def test_an_english_change_that_keeps_every_term_is_shown_and_only_bump_accepts_
     assert command in output, output
     translation = common.translation_for(path, root)
     revisit = f"revisit the Chinese at {common.rel(translation, root)}:{block_range(translation, cell_id)}, then"
-    assert revisit in output, output  # 05's 2fec21a2: lines 349-356 of translations/zh/05_transformer_block.md
+    assert revisit in output, output  # 05's 2fec21a2: 349-356 when written
 
     assert hand_bump(root, path) == 1  # the marker says the new hash; nothing else changed
     lines, failed = check.check(root)
@@ -233,6 +235,25 @@ def test_the_command_line_reports_a_corrupt_store_without_a_traceback(monkeypatc
     monkeypatch.setattr(translate, "build", corrupt)
     assert translate.main(["build"]) == 2
     assert capsys.readouterr().err == "error: translations/zh/.source/x.json: not valid JSON\n"
+
+
+def test_a_bump_interrupted_while_writing_leaves_the_files_as_they_were(tmp_path, monkeypatch):
+    root, path, _, cell_id = edited_copy(tmp_path, *BEFORE[:3])
+    translation = common.translation_for(path, root)
+    store = sources.store_path(translation, root)
+    before = {p: p.read_bytes() for p in (translation, store)}
+    files = sorted(translation.parent.rglob("*"))
+    write_text = pathlib.Path.write_text
+
+    def half_then_fail(self, data, *args, **kwargs):  # the disk fails half-way through a write
+        write_text(self, data[: len(data) // 2], *args, **kwargs)
+        raise OSError(errno.EIO, "input/output error")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", half_then_fail)
+    with pytest.raises(OSError, match="input/output error"):
+        bump.bump(path, [cell_id], root=root)
+    monkeypatch.undo()
+    assert {p: p.read_bytes() for p in before} == before and sorted(translation.parent.rglob("*")) == files
 
 
 # --------------------------------------------------------------------------------------------- new translations
