@@ -62,7 +62,7 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
         if unstored and unused:
             raise SystemExit(f"{name}: --all-fresh adopts nothing here: block(s) {', '.join(unstored)} have no "
                              f"stored English and the file stores English for {', '.join(unused)}, which no block "
-                             f"uses. {_renamed_hint(command, unstored, unused)}")
+                             f"uses: {_renamed_hint(command, unstored, unused)}")
 
     for cell_id in dict.fromkeys(drop):
         del stored[cell_id]
@@ -110,8 +110,8 @@ def _renamed_hint(command: str, new: list[str], old: list[str]) -> str:
     """What to run when a file has blocks with no stored English (`new`) and stored English with no block (`old`)."""
     return (f"a block may have been renamed (a changed heading changes a section's id). If {new[0]} is {old[0]} "
             f"renamed, run {command} {new[0]} --was {old[0]}: it shows the English diff, stores the English under "
-            f"{new[0]} and drops {old[0]}. If {' and '.join(old)} belong to cells that are gone, drop them first: "
-            f"{command} --drop {' '.join(old)}")
+            f"{new[0]} and drops {old[0]}. If {sources.cells_of(old)} gone, drop {'its' if len(old) == 1 else 'their'} "
+            f"stored English first: {command} --drop {' '.join(old)}")
 
 
 def _check_was(name: str, command: str, ids: list[str], was: str, stored: dict, translated: set) -> None:

@@ -69,15 +69,16 @@ class Report:
         new = self.unstored + self.unrecorded  # blocks with no stored English: one may be an unused id renamed
         renamed = (f"a block may have been renamed (a changed heading changes a section's id): if {new[0]} is "
                    f"{self.unused[0]} renamed, run {self.command} {new[0]} --was {self.unused[0]} (it shows what "
-                   f"changed); if {' and '.join(self.unused)} belong to cells that are gone: {self.command} --drop "
-                   f"{' '.join(self.unused)}") if new and self.unused else ""
+                   f"changed); if {sources.cells_of(self.unused)} gone: {self.command} --drop {' '.join(self.unused)}"
+                   ) if new and self.unused else ""
         for i, why in self.stale:
             first, last = self.block_lines.get(i, (0, 0))
             out.append(f"  stale    {i}: {why}")
             out += [f"      {line}" for line in self.diffs.get(i, [])]
             where = f"{self.translation}:{first}-{last}" if first else self.translation
-            accept = renamed if i in self.unstored and renamed else f"accept the new English: {self.command} {i}"
-            out.append(f"    revisit the Chinese at {where}, then {accept}")
+            accept = f"; {renamed}" if i in self.unstored and renamed else (f", then accept the new English: "
+                                                                             f"{self.command} {i}")
+            out.append(f"    revisit the Chinese at {where}{accept}")
         if self.unrecorded:
             shown = ", ".join(self.unrecorded[:8]) + (", ..." if len(self.unrecorded) > 8 else "")
             out.append(f"  unrecorded {len(self.unrecorded)} translated block(s) whose English source is not stored "

@@ -95,6 +95,11 @@ def save(translation: pathlib.Path, store: dict[str, str], root: pathlib.Path = 
         tmp.write_text(dumps(store), encoding="utf-8")
 
 
+def cells_of(ids: list[str]) -> str:
+    """'the cell of X is' or 'the cells of X and Y are': how a hint names the cells of stored English no block uses."""
+    return f"the cell of {ids[0]} is" if len(ids) == 1 else f"the cells of {' and '.join(ids)} are"
+
+
 def command_name(english: pathlib.Path, root: pathlib.Path = ROOT) -> str:
     """How the command line names an English file: '05', 'solutions/05', 'README.md', 'TEACHING.md'."""
     if is_document(english):
