@@ -25,6 +25,7 @@ translated here: ci/notebook_header.py generates them for the Chinese notebooks 
 
     python ci/translate.py skeleton 01            # start or extend translations/zh/01_….md (todo blocks)
     python ci/translate.py skeleton solutions/01 --code   # the solutions notebook, and code cells with comments
+                                                          # or docstrings
     python ci/translate.py build                  # write notebooks/zh/ (cells, outputs and ids copied, no execution)
     python ci/translate.py check                  # list stale, missing and orphan blocks; exit 1 if any must be fixed
     python ci/translate.py bump 05 2fec21a2       # accept blocks for the English as it is now (prints the diff)
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     start = commands.add_parser("skeleton", help="add a todo block for every cell that has none")
     start.add_argument("notebook", help="NN (the chapter's notebook), solutions/NN, TEACHING.md, README.md, or an "
                                         "English notebook's path")
-    start.add_argument("--code", action="store_true", help="also code cells that hold comments")
+    start.add_argument("--code", action="store_true", help="also code cells that hold comments or docstrings")
     accept = commands.add_parser("bump", help="accept blocks for the English as it is now: print each one's English "
                                               "diff, store the new English and write its hash into the marker")
     accept.add_argument("notebook", help="NN, solutions/NN, TEACHING.md, README.md, or a notebook's or translation "

@@ -21,6 +21,7 @@ from .translation_helpers import (
     GLOSSARY,
     PILOT,
     ROOT,
+    blocks_of,
     build,
     bump,
     bump_markers,
@@ -254,6 +255,14 @@ def test_a_bump_interrupted_while_writing_leaves_the_files_as_they_were(tmp_path
         bump.bump(path, [cell_id], root=root)
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in before} == before and sorted(translation.parent.rglob("*")) == files
+
+
+def test_the_documented_bump_examples_name_real_blocks():
+    import translate
+
+    blocks = {b.cell_id for b in blocks_of(ROOT / "translations" / "zh" / "05_transformer_block.md")}
+    named = re.findall(r"bump 05 (\S+)", translate.__doc__) + re.findall(r'^ *"(\S+)": \[$', sources.__doc__, re.M)
+    assert len(named) == 2 and set(named) <= blocks, named
 
 
 # --------------------------------------------------------------------------------------------- new translations
