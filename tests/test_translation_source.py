@@ -6,7 +6,13 @@ only flagged, and only the bump command accepts it.
 - A marker's hash bumped by hand still fails; `bump` prints the diff, stores the new English and the check passes.
 - A new translation's blocks are stored by `bump --all-fresh`; skeleton stores nothing; stored English without a
   block fails the check until the bump drops it.
-- A code block may translate docstrings, and nothing else of the code.
+- A renamed block (a README heading changed, so its id) is never adopted by `--all-fresh`: only
+  `bump FILE NEW --was OLD` accepts it, showing the diff from OLD's stored English; where nothing is stored, no
+  empty diff pretends to show a change.
+- A corrupt store (truncated, a merge conflict, not lines of text) is named with what to do; a bump interrupted while
+  writing leaves both files as they were.
+- A code block may translate docstrings (the first string of a def or class), and nothing else of the code; a
+  difference is said with its line, as a syntax error, an added or a left-out statement.
 """
 
 import errno
