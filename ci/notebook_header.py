@@ -78,7 +78,8 @@ BADGE_ALT = {"en": "Open In Colab", "zh": "在 Colab 中打开"}
 NO_BADGE = {  # the badge cell while the course names no repository: nothing to open, so no link
     "en": "**Open in Colab:** not available in this copy of the course, which names no public repository yet "
           "(README: CPU, GPU and Colab).",
-    "zh": "**在 Colab 中打开：** 这份课程还没有指明公开仓库，暂时无法使用（见 README.zh.md）。",
+    "zh": "**在 Colab 中打开：** 暂不可用，因为这份课程副本还没有指明公开仓库"
+          "（见 README.zh.md 的“CPU、GPU 与 Colab”一节）。",
 }
 GITHUB_URL = re.compile(r"https://github\.com/[A-Za-z0-9-]+/[A-Za-z0-9._-]+")
 EXAMPLE_URL = "https://github.com/OWNER/NAME"  # pyproject.toml's comment shows this form
