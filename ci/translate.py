@@ -58,14 +58,15 @@ count changes. Where an English word means something else in one cell, a line `<
 its block exempts that word there (see ci/edition/guard.py). The check
 also names every English notebook that has no translation file, as "not translated".
 
-Markdown documents (notebooks/TEACHING.md, the teacher's guide, and README.md) are translated the same way, section
-by section: each heading starts a section, whose block id is the heading's slug. `translations/zh/TEACHING.md` is
-built into `notebooks/zh/TEACHING.md`, `translations/zh/README.md` into `README.zh.md`. A document's translation may
+Markdown documents (notebooks/TEACHING.md, the teacher's guide; notebooks/glossary.md; and README.md) are translated
+the same way, section by section: each heading starts a section, whose block id is the heading's slug.
+`translations/zh/TEACHING.md` is built into `notebooks/zh/TEACHING.md`, `translations/zh/glossary.md` into
+`notebooks/zh/glossary.md`, `translations/zh/README.md` into `README.zh.md`. A document's translation may
 hold sections that only the Chinese edition has, each opened by `<!-- extra ID -->`: copied as they are (links
 written for the Chinese file) after the block before them, named by the check, never stale. Like a chapter, a
 document is in the edition once its translation file exists, and from then on must stay complete and fresh.
 
-    python ci/translate.py skeleton TEACHING.md   # start or extend translations/zh/TEACHING.md (README.md likewise)
+    python ci/translate.py skeleton TEACHING.md   # start or extend translations/zh/TEACHING.md (glossary.md too)
     python ci/translate.py count                  # the Chinese characters of every translation file
 
 The rule for a notebook without a translation file: a chapter NN is in the Chinese edition once its notebook
