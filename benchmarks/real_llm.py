@@ -38,7 +38,7 @@ from shared.pretrained import load_gpt  # noqa: E402
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PROMPT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
-LOADERS = {  # run in a fresh interpreter each: peak RSS (MB) before and after loading
+LOADERS = {  # run in a fresh interpreter each: peak RSS (MiB) before and after loading
     "ours": "from shared.pretrained import load_gpt; load_gpt(path)",
     "transformers": "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained("
                     "str(path.parent), gguf_file=path.name, dtype=torch.float32)",
@@ -54,7 +54,7 @@ print(before / 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def peak_rss_mb(which: str, path: Path, threads: int) -> tuple[float, float]:
-    """(MB before loading, peak MB after) of a fresh interpreter that loads the model with `which` (Linux ru_maxrss)."""
+    """(MiB before loading, peak MiB after) of a fresh interpreter that loads the model with `which` (ru_maxrss)."""
     code = PROBE.format(load=LOADERS[which])
     out = subprocess.run([sys.executable, "-c", code, str(path), str(threads)], cwd=ROOT, capture_output=True,
                          text=True, check=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
