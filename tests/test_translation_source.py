@@ -9,8 +9,10 @@ only flagged, and only the bump command accepts it.
 - A renamed block (a README heading changed, so its id) is never adopted by `--all-fresh`: only
   `bump FILE NEW --was OLD` accepts it, showing the diff from OLD's stored English; where nothing is stored, no
   empty diff pretends to show a change.
+- A renamed heading whose marker is not renamed yet leaves an orphan block with stored English: the check says to
+  rename the marker and bump with --was; `--all-fresh` keeps that English (only --drop drops it).
 - A corrupt store (truncated, a merge conflict, not lines of text) is named with what to do; a bump interrupted while
-  writing leaves both files as they were.
+  writing leaves each file whole, and the check names a marker bumped without its store.
 - A code block may translate docstrings (the first string of a def or class), and nothing else of the code; a
   difference is said with its line, as a syntax error, an added or a left-out statement.
 """
@@ -105,7 +107,8 @@ def test_an_english_change_that_keeps_every_term_is_shown_and_only_bump_accepts_
     lines, failed = check.check(root)
     output = "\n".join(lines)
     stale = [line for line in lines if line.startswith(f"  stale    {cell_id}:")]
-    assert failed and len(stale) == 1 and "not edited by hand" in stale[0], output
+    assert failed and len(stale) == 1, output
+    assert "an interrupted bump or a hand-edited hash: run bump FILE ID again" in stale[0], output
     assert any(line.strip().startswith("words:") and words in line for line in lines) and command in output, output
 
     said_by_bump = bump.bump(path, [cell_id], root=root)
@@ -143,6 +146,9 @@ def renamed_copy(tmp_path, hash_typed):
     assert renamed != heading
     path.write_text(path.read_text(encoding="utf-8").replace(heading + "\n", renamed + "\n", 1), encoding="utf-8")
     new_id = common.slug(renamed)
+    if hash_typed is None:
+        build.build(root)
+        return root, path, baseline, old_id, new_id
     now = next(c for c in common.load_english(path)["cells"] if c["id"] == new_id)
     translation = common.translation_for(path, root)
     text = translation.read_text(encoding="utf-8")
@@ -188,6 +194,35 @@ def test_a_renamed_block_is_never_adopted_without_its_diff(tmp_path, hash_typed)
     assert check.check(root)[0] == baseline
 
 
+def test_a_renamed_heading_before_the_marker_is_renamed_keeps_the_stored_english(tmp_path):
+    root, path, baseline, old_id, new_id = renamed_copy(tmp_path, None)
+    translation = common.translation_for(path, root)
+    store = sources.store_path(translation, root)
+    before = store.read_text(encoding="utf-8")
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    hint = (f"rename the marker of {old_id} to the new id ({new_id}), then run python ci/translate.py bump README.md "
+            f"{new_id} --was {old_id}")
+    unused = next(line for line in lines if line.startswith(f"  unused   {old_id}:"))
+    assert failed and hint in unused and "--all-fresh" not in output, output
+    assert f"  missing  {new_id}: " in output and f"  orphan   {old_id}: " in output, output
+
+    said = bump.bump(path, [], all_fresh=True, root=root)  # the old advice: it must not drop what the diff needs
+    assert any(line.startswith(f"{old_id}: its stored English is kept: ") and hint.replace(f" ({new_id})", "")
+               .replace(new_id, "NEW") in line for line in said), said
+    assert store.read_text(encoding="utf-8") == before
+    with pytest.raises(SystemExit, match=re.escape(hint)):  # no block yet: the marker is renamed first
+        bump.bump(path, [new_id], root=root)
+    translation.write_text(translation.read_text(encoding="utf-8").replace(f"<!-- cell {old_id} |",
+                                                                            f"<!-- cell {new_id} |"), encoding="utf-8")
+    with pytest.raises(SystemExit, match=re.escape(f"bump README.md {new_id} --was {old_id}")):
+        bump.bump(path, [new_id], root=root)  # a plain bump has no diff to show: refused
+    said = bump.bump(path, [new_id], root=root, was=old_id)
+    assert any(line.strip().startswith("words:") and BEFORE[3] in line for line in said), said
+    build.build(root)
+    assert check.check(root)[0] == baseline
+
+
 def test_was_and_drop_refuse_what_they_cannot_do(tmp_path):
     root, path, _, old_id, new_id = renamed_copy(tmp_path, True)
     translation = common.translation_for(path, root)
@@ -199,6 +234,8 @@ def test_was_and_drop_refuse_what_they_cannot_do(tmp_path):
         (dict(ids=[other], was=old_id), f"block {other} has stored English already"),
         (dict(ids=[new_id, other], was=old_id), "goes with one block id"),
         (dict(ids=[], drop=[other]), f"block {other} is translated"),
+        (dict(ids=[], drop=["nope"]), "--drop nope: no English is stored for nope"),
+        (dict(ids=[new_id], was=old_id, drop=[old_id]), f"--was {old_id} and --drop {old_id}: "),
         (dict(ids=["mainland-china"]), "extra blocks are never stale and never bumped"),
     ]:
         with pytest.raises(SystemExit, match=re.escape(message)):
@@ -244,23 +281,43 @@ def test_the_command_line_reports_a_corrupt_store_without_a_traceback(monkeypatc
     assert capsys.readouterr().err == "error: translations/zh/.source/x.json: not valid JSON\n"
 
 
-def test_a_bump_interrupted_while_writing_leaves_the_files_as_they_were(tmp_path, monkeypatch):
-    root, path, _, cell_id = edited_copy(tmp_path, *BEFORE[:3])
+@pytest.mark.parametrize("failing", [1, 2], ids=["translation-write-fails", "store-write-fails"])
+def test_a_bump_interrupted_while_writing_leaves_no_half_file(tmp_path, monkeypatch, failing):
+    """The bump writes the translation file (write 1), then the store (write 2), each atomically: a failure leaves
+    each file whole, old or new; after a failure on write 2 the check names it and a second bump finishes it."""
+    root, path, baseline, cell_id = edited_copy(tmp_path, *BEFORE[:3])
     translation = common.translation_for(path, root)
     store = sources.store_path(translation, root)
     before = {p: p.read_bytes() for p in (translation, store)}
     files = sorted(translation.parent.rglob("*"))
-    write_text = pathlib.Path.write_text
+    write_text, writes = pathlib.Path.write_text, []
 
-    def half_then_fail(self, data, *args, **kwargs):  # the disk fails half-way through a write
+    def fail_on_one_write(self, data, *args, **kwargs):  # the disk fails half-way through write number `failing`
+        writes.append(self)
+        if len(writes) != failing:
+            return write_text(self, data, *args, **kwargs)
         write_text(self, data[: len(data) // 2], *args, **kwargs)
         raise OSError(errno.EIO, "input/output error")
 
-    monkeypatch.setattr(pathlib.Path, "write_text", half_then_fail)
+    monkeypatch.setattr(pathlib.Path, "write_text", fail_on_one_write)
     with pytest.raises(OSError, match="input/output error"):
         bump.bump(path, [cell_id], root=root)
     monkeypatch.undo()
-    assert {p: p.read_bytes() for p in before} == before and sorted(translation.parent.rglob("*")) == files
+    assert sorted(translation.parent.rglob("*")) == files  # no temporary file left behind
+    assert store.read_bytes() == before[store]
+    if failing == 1:
+        assert translation.read_bytes() == before[translation]
+        return
+    assert translation.read_bytes() != before[translation]  # the marker holds the new hash, the store the old
+    build.build(root)
+    lines, failed = check.check(root)
+    output = "\n".join(lines)
+    assert failed and f"  stale    {cell_id}: " in output, output
+    assert "an interrupted bump or a hand-edited hash: run bump FILE ID again" in output, output
+    assert any(line.strip().startswith("words:") and BEFORE[3] in line for line in lines), output  # the diff
+    bump.bump(path, [cell_id], root=root)
+    build.build(root)
+    assert check.check(root)[0] == baseline
 
 
 def test_the_documented_bump_examples_name_real_blocks():

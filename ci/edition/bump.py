@@ -26,7 +26,8 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
     diff); with `was`, the one block of `ids` is block `was` renamed: the diff is from the English stored under
     `was`, which moves to the new id. `drop` drops the stored English of blocks the file no longer has. With
     `all_fresh`, store the English of every translated block that has none yet and whose marker's hash is the
-    English cell's (a new translation), and drop stored English that no translated block uses; it refuses (adopting
+    English cell's (a new translation), and drop stored English that no translated block uses, except an orphan
+    block's (still in the file, maybe renamed: only `drop` drops it); it refuses (adopting
     and dropping nothing) while the file has both, since the new id may be the old block renamed. Returns what it
     did, as lines; SystemExit for anything it cannot do, before it writes anything."""
     translation = translation_for(english, root)
@@ -43,8 +44,12 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
     translated = {i for i, b in blocks.items() if not b.todo and i in cells}
     ids = list(dict.fromkeys(ids))
     out = []
+    orphans = sorted(i for i, b in blocks.items() if i in stored and i not in translated and not b.todo)
     if was is not None:
         _check_was(name, command, ids, was, stored, translated)
+        if was in drop:
+            raise SystemExit(f"{name}: --was {was} and --drop {was}: --was moves the English stored under {was} to "
+                             f"{ids[0]}, --drop deletes it; name {was} in one of them")
     for cell_id in dict.fromkeys(drop):
         if cell_id not in stored:
             raise SystemExit(f"{name}: --drop {cell_id}: no English is stored for {cell_id}")
@@ -53,16 +58,20 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
                              f"block the file no longer has is dropped")
     unused = sorted(set(stored) - translated - set(drop) - {was})
     for cell_id in ids:
+        if cell_id not in blocks and cell_id in cells and orphans:
+            raise SystemExit(f"{name}: no block for cell {cell_id}; the file stores English for {orphans[0]}, whose "
+                             f"block has no English cell: {sources.orphan_hint(command, orphans[0], cell_id)}")
         _check_block(name, command, cell_id, blocks, cells, extras)
         if was is None and cell_id not in stored and unused:
             raise SystemExit(f"{name}: block {cell_id} has no stored English, and the file stores English for "
-                             f"{', '.join(unused)}, which no block uses: {_renamed_hint(command, [cell_id], unused)}")
+                             f"{', '.join(unused)}, which no block uses: "
+                             f"{sources.renamed_hint(command, [cell_id], unused)}")
     if all_fresh:
         unstored = sorted(translated - set(stored) - set(ids))
         if unstored and unused:
             raise SystemExit(f"{name}: --all-fresh adopts nothing here: block(s) {', '.join(unstored)} have no "
                              f"stored English and the file stores English for {', '.join(unused)}, which no block "
-                             f"uses: {_renamed_hint(command, unstored, unused)}")
+                             f"uses: {sources.renamed_hint(command, unstored, unused)}")
 
     for cell_id in dict.fromkeys(drop):
         del stored[cell_id]
@@ -97,6 +106,9 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
         out += [f"{cell_id}: not adopted: the English changed since it was translated; revisit it, then run "
                 f"{command} {cell_id}" for cell_id in refused]
         for cell_id in sorted(set(stored) - translated):
+            if cell_id in orphans:  # the block is still there: it may be renamed, so only --drop drops its English
+                out.append(f"{cell_id}: its stored English is kept: {sources.orphan_hint(command, cell_id, None)}")
+                continue
             del stored[cell_id]
             out.append(f"{cell_id}: its stored English is dropped (no translated block for it)")
     if text != translation.read_text(encoding="utf-8"):
@@ -104,14 +116,6 @@ def bump(english: pathlib.Path, ids: list[str], all_fresh: bool = False, root: p
             tmp.write_text(text, encoding="utf-8")
     sources.save(translation, stored, root)
     return out
-
-
-def _renamed_hint(command: str, new: list[str], old: list[str]) -> str:
-    """What to run when a file has blocks with no stored English (`new`) and stored English with no block (`old`)."""
-    return (f"a block may have been renamed (a changed heading changes a section's id). If {new[0]} is {old[0]} "
-            f"renamed, run {command} {new[0]} --was {old[0]}: it shows the English diff, stores the English under "
-            f"{new[0]} and drops {old[0]}. If {sources.cells_of(old)} gone, drop {'its' if len(old) == 1 else 'their'} "
-            f"stored English first: {command} --drop {' '.join(old)}")
 
 
 def _check_was(name: str, command: str, ids: list[str], was: str, stored: dict, translated: set) -> None:

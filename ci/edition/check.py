@@ -32,6 +32,7 @@ from edition.common import (
 )
 from edition.links import Links
 
+NO_BLOCK = "no block for this markdown cell"
 SKIP_HINT = ('  (where an English word means something else in a cell, say so in its block: '
              '<!-- guard-skip "word": why -->)')
 
@@ -67,10 +68,9 @@ class Report:
                   + (f", {len(self.unused)} unused" if self.unused else ""))
         out = [f"{self.translation} ({self.english}): {counts}"]
         new = self.unstored + self.unrecorded  # blocks with no stored English: one may be an unused id renamed
-        renamed = (f"a block may have been renamed (a changed heading changes a section's id): if {new[0]} is "
-                   f"{self.unused[0]} renamed, run {self.command} {new[0]} --was {self.unused[0]} (it shows what "
-                   f"changed); if {sources.cells_of(self.unused)} gone: {self.command} --drop {' '.join(self.unused)}"
-                   ) if new and self.unused else ""
+        renamed = sources.renamed_hint(self.command, new, self.unused) if new and self.unused else ""
+        orphans = {i for i, _ in self.orphan}
+        cells = [i for i, why in self.missing if why == NO_BLOCK]  # cells a renamed block may belong to
         for i, why in self.stale:
             first, last = self.block_lines.get(i, (0, 0))
             out.append(f"  stale    {i}: {why}")
@@ -85,7 +85,8 @@ class Report:
                        f"yet ({shown}): " + (renamed or f"if each translates the English cell as it is now, run: "
                                                         f"{self.command} --all-fresh"))
         out += [f"  unused   {i}: an English source is stored for a block the file does not translate; "
-                + (renamed or f"run: {self.command} --all-fresh (it drops it)") for i in self.unused]
+                + (sources.orphan_hint(self.command, i, cells[0] if cells else None) if i in orphans else renamed
+                   or f"run: {self.command} --all-fresh (it drops it)") for i in self.unused]
         out += [f"  missing  {i}: {why}" for i, why in self.missing]
         out += [f"  orphan   {i}: {why}" for i, why in self.orphan]
         out += [f"  problem  {i}: {why}" for i, why in self.problems]
@@ -142,7 +143,7 @@ def review(nb: dict, blocks: list[Block], glossary_rows=None, links: Links | Non
                                 guard.kept_problems(source(cell), block.text, glossary_rows, links, self_target)]
     for cell_id, cell in cells.items():
         if cell["cell_type"] == "markdown" and cell_id not in by_id:
-            report.missing.append((cell_id, "no block for this markdown cell"))
+            report.missing.append((cell_id, NO_BLOCK))
     translated = {b.cell_id for b in blocks if b.kind != "extra" and not b.todo and b.cell_id in cells}
     report.unused = sorted(set(stored or {}) - translated)
     return report
@@ -153,7 +154,8 @@ def _why_stale(block: Block, now: str, stored: dict[str, str]) -> str:
     if block.en != cell_hash(now):
         return f"translated from en {block.en}; the English cell is now en {cell_hash(now)}"
     return (f"its marker says en {block.en}, the English now, but the English it was translated from is stored as "
-            f"en {cell_hash(stored[block.cell_id])}: a marker's hash is not edited by hand")
+            f"en {cell_hash(stored[block.cell_id])}: an interrupted bump or a hand-edited hash: run bump FILE ID "
+            f"again")
 
 
 def file_report(english: pathlib.Path, root: pathlib.Path = ROOT, glossary_rows=None) -> Report:

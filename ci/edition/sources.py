@@ -100,6 +100,24 @@ def cells_of(ids: list[str]) -> str:
     return f"the cell of {ids[0]} is" if len(ids) == 1 else f"the cells of {' and '.join(ids)} are"
 
 
+def renamed_hint(command: str, new: list[str], old: list[str]) -> str:
+    """What to run when a file has blocks with no stored English (`new`) and stored English with no block (`old`):
+    the one wording the check and the bump print."""
+    return (f"a block may have been renamed (a changed heading changes a section's id): if {new[0]} is {old[0]} "
+            f"renamed, run {command} {new[0]} --was {old[0]} (it shows the English diff, stores the English under "
+            f"{new[0]} and drops {old[0]}); if {cells_of(old)} gone, drop {'its' if len(old) == 1 else 'their'} "
+            f"stored English: {command} --drop {' '.join(old)}")
+
+
+def orphan_hint(command: str, orphan: str, new: str | None) -> str:
+    """What to run when the file still has the block of stored English `orphan` but no English cell has its id: the
+    marker is renamed first (`new`, a cell with no block, where there is one), then the bump shows the diff."""
+    new_id = new or "NEW"
+    return (f"its block is still in the file, as an orphan; if a changed heading renamed it, rename the marker of "
+            f"{orphan} to the new id{f' ({new})' if new else ''}, then run {command} {new_id} --was {orphan} (it "
+            f"shows the English diff); if its cell is gone, delete the block and run {command} --drop {orphan}")
+
+
 def command_name(english: pathlib.Path, root: pathlib.Path = ROOT) -> str:
     """How the command line names an English file: '05', 'solutions/05', 'README.md', 'TEACHING.md'."""
     if is_document(english):
