@@ -26,6 +26,7 @@ from .translation_helpers import (
     load,
     rel,
     terms,
+    without_exempted,
 )
 
 MASKS = ROOT / "notebooks" / "03_masks.ipynb"
@@ -218,15 +219,6 @@ def test_a_guard_skip_line_exempts_one_item_of_one_cell_and_must_be_used():
 
 
 # ---------------------------------------------------------------------- the words to avoid, in the whole edition
-
-
-def without_exempted(text):
-    """A block's prose without the words its guard-skip lines exempt (the glossary's table of words to avoid)."""
-    skipped, _ = guard.exemptions(text)
-    prose = guard.prose(common.published(text))
-    for word in sorted(skipped, key=len, reverse=True):
-        prose = prose.replace(word, " ")
-    return prose
 
 
 def _comments_and_docstrings(code):

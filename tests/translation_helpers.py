@@ -29,6 +29,16 @@ def blocks_of(translation: pathlib.Path) -> list:
     return common.parse(translation.read_text(encoding="utf-8"), rel(translation))
 
 
+def without_exempted(text: str) -> str:
+    """A markdown block's prose (guard.prose of its published text) without the words its guard-skip lines exempt (the
+    glossary's table of words to avoid names them)."""
+    skipped, _ = guard.exemptions(text)
+    prose = guard.prose(common.published(text))
+    for word in sorted(skipped, key=len, reverse=True):
+        prose = prose.replace(word, " ")
+    return prose
+
+
 def english_cells(translation: pathlib.Path, root: pathlib.Path = ROOT) -> dict:
     """The English cells by id (for a markdown document, its sections, as common.load_english makes them)."""
     return {cell["id"]: cell for cell in common.load_english(common.english_for(translation, root))["cells"]}

@@ -230,6 +230,9 @@ def _times(n: int) -> str:
 
 
 GLOSS = re.compile(r"[（(][A-Za-z][A-Za-z \-]*[）)]")  # the English in brackets after a Chinese term
+# Words that hold a word to avoid but are other words ('秩' is avoided for a merge's or a process's rank; 秩序 is
+# order): a word to avoid is not looked for inside them.
+NOT_THE_WORD = {"秩": ("秩序",)}
 D2L_CITED = re.compile(r"d2l-zh\s*(?:译作|作|称为|：|:)\s*[“\"]?[^，。；）)”\"\s]*")
 
 
@@ -267,7 +270,8 @@ def avoid_problems(english: str, chinese: str, rows: dict[str, str],
     terms = {c for cell_text in rows.values() for c in chinese_forms(cell_text)}
     problems = []
     for word, instead, unless in avoid:
-        inside = sorted((t for t in terms if word in t and t != word), key=len, reverse=True)  # 可学习的位置嵌入
+        inside = sorted({t for t in terms if word in t and t != word} | set(NOT_THE_WORD.get(word, ())), key=len,
+                        reverse=True)  # 可学习的位置嵌入, 秩序
         text = re.sub("|".join(map(re.escape, inside)), " ", cited) if inside else cited
         if word in text and not (unless and unless.lower() in english.lower()):
             problems.append((word, f"{word!r} is a word to avoid (glossary): use {instead}"))

@@ -63,13 +63,14 @@ def chinese_term(cell_text: str) -> str:
 
 
 def chinese_forms(cell_text: str, row: str = "") -> list[str]:
-    """The Chinese that a 中文 cell accepts: its term and the other names in its brackets, but not d2l-zh's word
-    nor the English given beside it ('层归一化（layer normalization；d2l-zh 译作层规范化）' -> ['层归一化'])."""
+    """The Chinese that a 中文 cell accepts: its term and the other names in its brackets, but not a part that
+    names d2l-zh (its word, or a note comparing with it) nor the English given beside it
+    ('层归一化（layer normalization；d2l-zh 译作层规范化）' -> ['层归一化'])."""
     inside = re.findall(r"[（(]([^）)]*)[）)]", cell_text)
     others = [part.strip() for group in inside for part in re.split(r"[；;]", group)]
     own = re.sub(r"\s*\([^)]*\)", "", row).lower() if "d2l-zh" in cell_text else None  # given for comparison
     return [chinese_term(cell_text)] + [part for part in others
-                                        if part and not part.startswith("d2l-zh") and part.lower() != own]
+                                        if part and "d2l-zh" not in part and part.lower() != own]
 
 
 def _english_pattern(form: str) -> re.Pattern:
