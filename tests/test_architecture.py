@@ -285,8 +285,11 @@ def test_the_you_are_here_check_catches_a_map_shading_another_notebooks_boxes():
 
 
 def arrow_problems(kind: str) -> list[str]:
-    """Each extra arrow starts on its start box's edge and ends on its end box's edge (the loaded weights: on the
-    left edge of the end box's N× frame)."""
+    """Each extra arrow starts on its start box's edge and ends on its end box's edge, the edges that face each other:
+    a side arrow from the start's right edge into the end's left when it runs rightward (else left into right); the
+    memory up out of the start's top into the end's left edge; the tied weights from the right edge into the right
+    edge (the rail is at the far right); the loaded weights from the right edge onto the left edge of the end box's
+    N× frame."""
     d = DIAGRAMS[kind]
     ax = plot_architecture(kind).axes[0]
     heads = {t.get_gid()[5:]: t for t in ax.texts if (t.get_gid() or "").startswith("link:")}
@@ -306,16 +309,30 @@ def arrow_problems(kind: str) -> list[str]:
             problems.append(f"{name}: not drawn")
             continue
         tail = tuple(paths[name].get_xydata()[0]) if name in paths else heads[name].xyann
+        start = drawing._edges(d, boxes[link.start])
         if link.style == "weights":
             frame = next(f for f in d.frames if f.column == boxes[link.end].column)
             left, _, bottom, top = drawing._frame_edges(d, frame)
             end = (left, left, bottom, top)  # the frame's left edge
         else:
             end = drawing._edges(d, boxes[link.end])
-        if not on_edge(tail, drawing._edges(d, boxes[link.start])):
+        if not on_edge(tail, start):
             problems.append(f"{name}: starts at {tail}, off {link.start!r}")
         if not on_edge(heads[name].xy, end):
             problems.append(f"{name}: ends at {heads[name].xy}, off {link.end!r}")
+        rightward = end[0] > start[1]
+        if link.style == "memory":
+            tail_at, head_at = ("top", tail[1], start[3]), ("left", heads[name].xy[0], end[0])
+        elif link.style in ("tied", "weights"):
+            tail_at = ("right", tail[0], start[1])
+            head_at = ("right", heads[name].xy[0], end[1]) if link.style == "tied" else ("left", heads[name].xy[0],
+                                                                                         end[0])
+        else:
+            tail_at = ("right", tail[0], start[1]) if rightward else ("left", tail[0], start[0])
+            head_at = ("left", heads[name].xy[0], end[0]) if rightward else ("right", heads[name].xy[0], end[1])
+        for which, (edge, got, want) in zip(("starts", "ends"), (tail_at, head_at)):
+            if abs(got - want) > 0.02:
+                problems.append(f"{name}: {which} at {got:.2f}, not on the {edge} edge ({want:.2f})")
     return problems
 
 
@@ -338,8 +355,33 @@ def test_the_arrow_check_catches_a_reversed_link(monkeypatch):
     assert PART_II_LINKS["gpt"] - {(link.start, link.end) for link in reversed_links} == {("encode", "tokens")}
     original = drawing._arrow
     monkeypatch.setattr(drawing, "_arrow", lambda ax, points, *args, **kw: original(ax, points[::-1], *args, **kw))
-    problems = arrow_problems("gpt")
+    problems = [p for p in arrow_problems("gpt") if ", off '" in p]  # each end off its box (and on no right edge)
     assert len(problems) == 2 * len(gpt.links), problems
+
+
+@pytest.mark.parametrize("kind, style, end", [("gpt", "side", -1), ("gpt", "side", 0), ("gpt", "tied", -1),
+                                             ("gpt", "tied", 0), ("encoder_decoder", "memory", -1)])
+def test_the_arrow_check_catches_an_arrow_on_a_far_edge(monkeypatch, kind, style, end):
+    """Planted: the head (end -1) or the tail (end 0) of each arrow of one style moved to the far edge of its box (the
+    point mirrored about the box's centre): still on the box's edge, but not the edge that faces the other box."""
+    d = DIAGRAMS[kind]
+    boxes = {b.key: b for b in d.boxes}
+    styles = {f"{link.start}->{link.end}": link.style for link in d.links}
+    original = drawing._arrow
+
+    def far_edge(ax, points, *args, gid=None, **kw):
+        if gid and (styles.get(gid) == style or style == "side" and styles.get(gid) in ("both", "same")):
+            left, right, _, _ = drawing._edges(d, boxes[gid.split("->")[1 if end == -1 else 0]])
+            points = list(points)
+            points[end] = (left + right - points[end][0], points[end][1])
+        return original(ax, points, *args, gid=gid, **kw)
+
+    monkeypatch.setattr(drawing, "_arrow", far_edge)
+    planted = {name for name, s in styles.items() if s == style or style == "side" and s in ("both", "same")}
+    which = "ends" if end == -1 else "starts"
+    problems = arrow_problems(kind)
+    assert {p.split(":")[0] for p in problems} == planted, problems
+    assert all(f": {which} at " in p for p in problems), problems
 
 
 @pytest.mark.parametrize("kind", KINDS)
