@@ -21,7 +21,9 @@ Only the deliberate command writes it (`python ci/translate.py bump FILE ID ...`
 `bump FILE --all-fresh` for blocks that have no stored English yet); `skeleton` stores nothing for a todo block.
 A block whose id changed (a README heading, a section's id, was edited) is accepted with `bump FILE NEW --was OLD`,
 which shows the diff from the English stored under OLD; `--all-fresh` adopts nothing in a file that still stores
-English for a block it no longer has, since the new id with no stored English may be that block renamed.
+English for a block it no longer has, since the new id with no stored English may be that block renamed, and never
+drops the English of an orphan block (still in the file under its old id: its marker is renamed, then `--was`);
+only `bump FILE --drop OLD` drops that.
 """
 
 from __future__ import annotations
