@@ -213,6 +213,14 @@ def test_a_renamed_heading_before_the_marker_is_renamed_keeps_the_stored_english
     assert store.read_text(encoding="utf-8") == before
     with pytest.raises(SystemExit, match=re.escape(hint)):  # no block yet: the marker is renamed first
         bump.bump(path, [new_id], root=root)
+    now = common.source(next(c for c in common.load_english(path)["cells"] if c["id"] == new_id))
+    text = translation.read_text(encoding="utf-8")  # a new block for the new id, the orphan left beside it
+    translation.write_text(text + f"\n<!-- cell {new_id} | en {common.cell_hash(now)} -->\n## 新译文\n",
+                           encoding="utf-8")
+    with pytest.raises(SystemExit, match=re.escape(f"bump README.md {new_id} --was {old_id}")):
+        bump.bump(path, [new_id], root=root)  # no stored English to diff from, while the orphan's is stored
+    assert store.read_text(encoding="utf-8") == before
+    translation.write_text(text, encoding="utf-8")
     translation.write_text(translation.read_text(encoding="utf-8").replace(f"<!-- cell {old_id} |",
                                                                             f"<!-- cell {new_id} |"), encoding="utf-8")
     with pytest.raises(SystemExit, match=re.escape(f"bump README.md {new_id} --was {old_id}")):
