@@ -42,7 +42,8 @@ accepted the build keeps the old translation of a markdown cell, and the English
 block with no stored English (a new translation: `skeleton` stores nothing for a todo block) is named `unrecorded`
 until `bump FILE --all-fresh` stores the English of every such block whose marker's hash is the English cell's
 (never one whose English changed: that needs `bump FILE ID`, which shows what changed); stored English with no
-translated block is named `unused`, and the same command drops it. A block whose id changed (a section's heading,
+translated block is named `unused`, and the same command drops it (but not an orphan block's: only `--drop`
+does). A block whose id changed (a section's heading,
 so its id, was edited, and the marker given the new id) is a block with no stored English beside an unused one:
 then `--all-fresh` adopts and drops nothing, and `bump FILE NEW --was OLD` shows the diff from the English stored
 under OLD, stores the English under NEW and drops OLD (`bump FILE --drop OLD` drops the stored English of a cell
